@@ -1,0 +1,89 @@
+"""Start and stop a real Azurite blob emulator on a free loopback port."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+AZURITE_BIN = ROOT / "node_modules" / ".bin" / "azurite-blob"
+# Azurite's published development account; it only ever exists inside the emulator.
+ACCOUNT = "devstoreaccount1"
+ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+_LISTENING = re.compile(r"successfully listens on http://127\.0\.0\.1:(\d+)")
+
+
+@dataclass
+class Azurite:
+    """A running emulator; ``connection_string`` points at it."""
+
+    process: subprocess.Popen[str]
+    port: int
+    output: list[str] = field(default_factory=list)
+
+    @property
+    def connection_string(self) -> str:
+        return (
+            f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={ACCOUNT_KEY};"
+            f"BlobEndpoint=http://127.0.0.1:{self.port}/{ACCOUNT};"
+        )
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start_azurite(port: int = 0, timeout: float = 30.0) -> Azurite:
+    """Start Azurite (in memory, no telemetry) and wait until it accepts requests.
+
+    ``port=0`` lets Azurite pick a free port, read back from its output.
+    """
+    if not AZURITE_BIN.exists():
+        raise RuntimeError(f"Azurite is not installed at {AZURITE_BIN}; run `npm ci` in {ROOT}.")
+    process = subprocess.Popen(
+        [
+            str(AZURITE_BIN),
+            "--blobHost",
+            "127.0.0.1",
+            "--blobPort",
+            str(port),
+            "--inMemoryPersistence",
+            "--disableTelemetry",
+            "--skipApiVersionCheck",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    found: list[int] = []
+    output: list[str] = []
+    ready = threading.Event()
+
+    def pump() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            output.append(line.rstrip())
+            match = _LISTENING.search(line)
+            if match and not found:
+                found.append(int(match.group(1)))
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    deadline = time.monotonic() + timeout
+    while not ready.wait(0.05):
+        if time.monotonic() > deadline:
+            break
+    if not found:
+        process.kill()
+        raise RuntimeError("Azurite did not start:\n" + "\n".join(output[-20:]))
+    return Azurite(process=process, port=found[0], output=output)

@@ -1,0 +1,153 @@
+"""Drive the functions that ``function_app.app`` registers, in-process.
+
+Functions Core Tools cannot run here, so this plays the host's part: it reads each
+function's HTTP trigger binding (methods, route template, auth level), matches a
+request against them with the ``api/`` prefix from host.json, builds a real
+Starlette request (what the HTTP streaming extension hands a function) and calls the
+registered user function.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import azure.functions as func
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+ROUTE_PREFIX = "api"
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str
+    methods: frozenset[str]
+    pattern: re.Pattern[str]
+    auth_level: str
+    handler: Callable[..., Any]
+
+
+def _compile(template: str) -> re.Pattern[str]:
+    regex = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(template))
+    return re.compile(f"/{ROUTE_PREFIX}/{regex}")
+
+
+def routes_of(app: func.FunctionApp) -> list[Route]:
+    routes: list[Route] = []
+    for function in app.get_functions():
+        for raw in function.get_raw_bindings():
+            binding = json.loads(raw)
+            if binding.get("type") == "httpTrigger":
+                routes.append(
+                    Route(
+                        name=function.get_function_name(),
+                        methods=frozenset(m.upper() for m in binding.get("methods", [])),
+                        pattern=_compile(binding["route"]),
+                        auth_level=binding.get("authLevel", "FUNCTION"),
+                        handler=function.get_user_function(),
+                    )
+                )
+    return routes
+
+
+@dataclass
+class HostResponse:
+    status: int
+    headers: dict[str, str]
+    response: Response
+
+    @property
+    def is_stream(self) -> bool:
+        return isinstance(self.response, StreamingResponse)
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        if isinstance(self.response, StreamingResponse):
+            async for chunk in self.response.body_iterator:
+                yield chunk if isinstance(chunk, bytes) else str(chunk).encode()
+        else:
+            yield bytes(self.response.body)
+
+    async def body(self) -> bytes:
+        return b"".join([c async for c in self.chunks()])
+
+    async def json(self) -> Any:
+        return json.loads(await self.body())
+
+    async def events(self) -> AsyncIterator[tuple[str, Any]]:
+        """Parse the SSE stream into (event, data) pairs as frames arrive."""
+        buffer = b""
+        async for chunk in self.chunks():
+            buffer += chunk
+            while b"\n\n" in buffer:
+                frame, buffer = buffer.split(b"\n\n", 1)
+                fields = dict(line.split(": ", 1) for line in frame.decode().splitlines())
+                yield fields["event"], json.loads(fields["data"])
+
+
+class FunctionHost:
+    def __init__(self, app: func.FunctionApp) -> None:
+        self.routes = routes_of(app)
+
+    def match(self, method: str, path: str) -> tuple[Route, dict[str, str]] | None:
+        for route in self.routes:
+            found = route.pattern.fullmatch(path)
+            if found and method.upper() in route.methods:
+                return route, found.groupdict()
+        return None
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> HostResponse:
+        if json_body is not None:
+            body = json.dumps(json_body).encode()
+        body = body or b""
+        all_headers = {"content-length": str(len(body)), **{k.lower(): v for k, v in (headers or {}).items()}}
+        if json_body is not None:
+            all_headers.setdefault("content-type", "application/json")
+        matched = self.match(method, path)
+        if matched is None:
+            return HostResponse(404, {}, Response(status_code=404))
+        route, path_params = matched
+        request = Request(_scope(method, path, all_headers, path_params), _receiver(body))
+        response: Response = await route.handler(request)
+        return HostResponse(response.status_code, dict(response.headers), response)
+
+
+def _scope(method: str, path: str, headers: dict[str, str], path_params: dict[str, str]) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "http_version": "1.1",
+        "method": method.upper(),
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 7071),
+        "path_params": path_params,
+    }
+
+
+def _receiver(body: bytes) -> Callable[[], Any]:
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return {"type": "http.disconnect"}
+
+    return receive

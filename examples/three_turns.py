@@ -1,0 +1,81 @@
+"""Demo: a three-turn conversation resumed from Blob checkpoints, one workflow run per turn.
+
+Starts Azurite (unless CHECKPOINT_STORAGE is already set), then drives the registered
+functions in-process exactly as the Functions host would, and prints each turn's
+reply and the checkpoint chain read back from Blob Storage.
+
+    python examples/three_turns.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from devtools.azurite import start_azurite
+from devtools.function_host import FunctionHost
+from resumable.storage_client import close_all
+
+
+async def converse(host: FunctionHost) -> None:
+    checkpoint_id = None
+    turns = ["Hello, I am planning a trip.", "Make it a week in Lisbon.", "Book it, pending approval."]
+    for text in turns:
+        resp = await host.request("POST", "/api/runs", json_body={"checkpoint_id": checkpoint_id, "messages": text})
+        body = await resp.json()
+        if resp.status != 200:
+            raise SystemExit(f"HTTP {resp.status}: {body}")
+        for message in body["messages"]:
+            print(f"  user> {text}\n  bot > {message['content']}")
+        if body["status"] == "pending_requests":
+            request = body["pending_requests"][0]
+            print(f"  user> {text}\n  (paused: request {request['request_id']} asks {request['data']})")
+            resp = await host.request(
+                "POST",
+                "/api/runs",
+                json_body={"checkpoint_id": body["checkpoint_id"], "responses": {request["request_id"]: "approved"}},
+            )
+            body = await resp.json()
+            print(f"  approver> approved\n  bot > {body['messages'][0]['content']}")
+        checkpoint_id = body["checkpoint_id"]
+
+    print("\nCheckpoint chain, newest first (read from Blob metadata):")
+    latest = checkpoint_id
+    while checkpoint_id:
+        info = await (await host.request("GET", f"/api/checkpoints/{checkpoint_id}")).json()
+        print(f"  {info['checkpoint_id']}  status={info['status']:<16} size={info['size_bytes']}B")
+        checkpoint_id = info["previous_checkpoint_id"]
+
+    print("\nA fourth turn from the latest checkpoint, streamed as server-sent events:")
+    resp = await host.request(
+        "POST",
+        "/api/runs",
+        json_body={"checkpoint_id": latest, "messages": "What did I say?"},
+        headers={"Accept": "text/event-stream"},
+    )
+    async for event, data in resp.events():
+        print(f"  event: {event:<12} {data if event != 'done' else {'checkpoint_id': data['checkpoint_id']}}")
+
+
+async def main() -> None:
+    azurite = None
+    if not os.environ.get("CHECKPOINT_STORAGE"):
+        azurite = start_azurite()
+        os.environ["CHECKPOINT_STORAGE"] = azurite.connection_string
+        print(f"Azurite listening on 127.0.0.1:{azurite.port} (in memory)\n")
+    try:
+        import function_app
+
+        await converse(FunctionHost(function_app.app))
+    finally:
+        await close_all()
+        if azurite:
+            azurite.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,30 @@
+"""Azure Functions entry point: routes only. The flow lives in ``resumable/``.
+
+HTTP → parse (``run_request``) → load (``blob_store``) → resume (``atomic_resume``)
+→ save (``blob_store``) → respond (``run_result`` / ``sse``).
+"""
+
+import azure.functions as func
+from azurefunctions.extensions.http.fastapi import Request, Response
+
+from resumable import http_api
+
+app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
+
+
+@app.route(route="runs", methods=["POST"])
+async def runs(req: Request) -> Response:
+    """Start a run, or resume one from a checkpoint with new input, in one workflow run."""
+    return await http_api.handle_run(req)
+
+
+@app.route(route="checkpoints/{checkpoint_id}", methods=["GET"])
+async def get_checkpoint(req: Request) -> Response:
+    """A checkpoint's metadata and lineage (never its state)."""
+    return await http_api.handle_get_checkpoint(req.path_params.get("checkpoint_id", ""))
+
+
+@app.route(route="health", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+async def health(req: Request) -> Response:
+    """Liveness probe; anonymous, touches no storage."""
+    return await http_api.handle_health()

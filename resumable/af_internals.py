@@ -1,0 +1,66 @@
+"""Every use of a private Agent Framework API, in one module.
+
+Agent Framework 1.23.0 has no public way to (a) restore a checkpoint the caller
+already holds into a workflow before a run, or (b) encode and decode checkpoint
+values outside its file storage. The atomic resume needs both. The names below are
+the framework's own: its sub-workflow executor uses ``restore_checkpoint`` and its
+``FileCheckpointStorage`` uses the codec functions.
+
+``tests/test_af_contract.py`` pins the behaviour relied on here; when an upgrade
+changes it, those tests fail with a message that says what to look at.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_framework import Workflow, WorkflowCheckpoint
+from agent_framework._workflows._checkpoint_encoding import (  # private: no public export in 1.23.0
+    decode_checkpoint_value as _decode_checkpoint_value,
+)
+from agent_framework._workflows._checkpoint_encoding import (
+    encode_checkpoint_value as _encode_checkpoint_value,
+)
+from agent_framework._workflows._workflow import (  # private: the run's own response check
+    _coerce_request_info_response,
+)
+
+AGENT_FRAMEWORK_VERSION = "1.23.0"
+
+
+def encode_checkpoint_value(value: Any) -> Any:
+    """The framework's checkpoint encoding: JSON-native values as-is, others pickled."""
+    return _encode_checkpoint_value(value)
+
+
+def decode_checkpoint_value(value: Any, *, allowed_types: frozenset[str]) -> Any:
+    """Decode with the restricted unpickler. ``allowed_types`` is required on purpose:
+    the framework treats ``None`` as "unpickle anything"."""
+    if not isinstance(allowed_types, frozenset):
+        raise TypeError("allowed_types must be a frozenset; None would disable the restricted unpickler")
+    return _decode_checkpoint_value(value, allowed_types=allowed_types)
+
+
+def coerce_response(value: Any, response_type: type, request_id: str) -> Any:
+    """Convert a JSON response to the type its request expects, as ``run()`` would.
+
+    Raises ``ValueError`` when it cannot; called before the run so that a wrong
+    answer is a 400 and not a failure halfway through the run.
+    """
+    return _coerce_request_info_response(value, response_type, request_id)
+
+
+async def hydrate(workflow: Workflow, checkpoint: WorkflowCheckpoint) -> None:
+    """Restore ``checkpoint`` into ``workflow`` before its run starts.
+
+    Done before ``run()`` rather than inside it: ``run()`` resets the iteration count
+    and per-run kwargs at its start, which would clobber a restore done earlier in
+    the same run, and a restore inside the run happens after the run's ``started``
+    event, too late to refuse a bad checkpoint with a plain HTTP error.
+    """
+    await workflow._runner.restore_checkpoint(checkpoint)
+
+
+async def has_in_flight_messages(workflow: Workflow) -> bool:
+    """Whether the hydrated workflow still has undelivered executor messages."""
+    return bool(await workflow._runner.context.has_messages())

@@ -1,0 +1,184 @@
+"""Resume a workflow from a checkpoint and apply new input in one run.
+
+``run(message=..., checkpoint_id=...)`` is refused by Agent Framework 1.23.0
+(upstream issue #7863). This module gets the same effect without patching the
+library:
+
+1. validate the checkpoint against the workflow (name, graph signature, pending
+   work) before anything executes;
+2. hydrate the workflow from it (``af_internals.hydrate``), which emits no events;
+3. call the public ``workflow.run(...)`` once, with a per-call in-memory checkpoint
+   storage, so there is one ``started`` event and one workflow span;
+4. hand back the run's last checkpoint, re-parented onto the checkpoint the call
+   resumed from, for the caller to persist.
+
+Any failure in steps 1-2 raises a typed ``ResumeError`` and the input never runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_framework import InMemoryCheckpointStorage, Message, Workflow, WorkflowCheckpoint, WorkflowEvent
+
+from . import af_internals
+from .blob_store import checkpoint_status
+from .errors import (
+    CheckpointHasInFlightWork,
+    CheckpointIncompatible,
+    InvalidRequest,
+    PendingRequestsOutstanding,
+    ResumeError,
+    WorkflowFailed,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnInput:
+    """What one call applies: new messages, answers to pending requests, or neither
+    (which continues whatever the checkpoint left pending)."""
+
+    messages: list[Message] | None = None
+    responses: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.messages is not None and self.responses is not None:
+            raise InvalidRequest("Send either 'messages' or 'responses', not both.")
+
+
+def validate_checkpoint(workflow: Workflow, checkpoint: WorkflowCheckpoint, turn: TurnInput) -> TurnInput:
+    """Refuse a checkpoint this workflow cannot safely continue with this input.
+
+    Returns the input with each response converted to the type its request expects.
+    """
+    if checkpoint.workflow_name != workflow.name:
+        raise CheckpointIncompatible(
+            f"The checkpoint belongs to workflow '{checkpoint.workflow_name}', not '{workflow.name}'."
+        )
+    if checkpoint.graph_signature_hash != workflow.graph_signature_hash:
+        raise CheckpointIncompatible(
+            "The workflow's graph (executors or edges) has changed since the checkpoint was taken."
+        )
+    status = checkpoint_status(checkpoint)
+    pending = sorted(checkpoint.pending_request_info_events)
+    if turn.messages is not None:
+        if status == "in_flight":
+            raise CheckpointHasInFlightWork(
+                "The checkpoint was taken mid-run and still has undelivered messages; "
+                "resume it without new messages first."
+            )
+        if pending:
+            raise PendingRequestsOutstanding(
+                "The checkpoint has unanswered requests; answer them with 'responses' before sending messages.",
+                details={"pending_request_ids": pending},
+            )
+    if turn.responses is not None:
+        if not pending:
+            raise InvalidRequest("The checkpoint has no pending requests to answer.")
+        unknown = sorted(set(turn.responses) - set(pending))
+        if unknown:
+            raise InvalidRequest(
+                "'responses' names requests that are not pending in this checkpoint.",
+                details={"unknown_request_ids": unknown, "pending_request_ids": pending},
+            )
+        coerced: dict[str, Any] = {}
+        for request_id, value in turn.responses.items():
+            request = checkpoint.pending_request_info_events[request_id]
+            try:
+                coerced[request_id] = af_internals.coerce_response(value, request.response_type, request_id)
+            except Exception as exc:
+                raise InvalidRequest(
+                    f"The response to request '{request_id}' is not a valid {request.response_type.__name__}."
+                ) from exc
+        return TurnInput(responses=coerced)
+    return turn
+
+
+@dataclass
+class ResumedRun:
+    """A validated, hydrated workflow, ready to run exactly once."""
+
+    workflow: Workflow
+    turn: TurnInput
+    resumed_from: WorkflowCheckpoint | None
+    stream: bool
+    _storage: InMemoryCheckpointStorage = field(default_factory=InMemoryCheckpointStorage)
+    _completed: bool = False
+
+    def _start(self) -> Any:
+        common: dict[str, Any] = {"stream": self.stream, "checkpoint_storage": self._storage}
+        if self.turn.messages is not None:
+            return self.workflow.run(self.turn.messages, **common)
+        if self.turn.responses is not None:
+            return self.workflow.run(responses=dict(self.turn.responses), **common)
+        # Nothing new to apply: let the framework continue the checkpoint's pending
+        # work through its own public restore path.
+        assert self.resumed_from is not None
+        return self.workflow.run(checkpoint_id=self.resumed_from.checkpoint_id, **common)
+
+    async def events(self) -> AsyncIterator[WorkflowEvent]:
+        """The run's events; the same path for streaming and collected results.
+
+        Failures raised by the workflow surface as ``WorkflowFailed``; closing this
+        iterator early cancels the run, and nothing is persisted for it.
+        """
+        if self.resumed_from is not None and self.turn.messages is None and self.turn.responses is None:
+            await self._storage.save(self.resumed_from)
+        try:
+            started = self._start()
+            if self.stream:
+                async with started as stream:
+                    async for event in stream:
+                        yield event
+            else:
+                for event in await started:
+                    yield event
+        except ResumeError:
+            raise
+        except Exception as exc:
+            logger.exception("Workflow run failed")
+            raise WorkflowFailed("The workflow run failed; nothing was saved.") from exc
+        self._completed = True
+
+    async def final_checkpoint(self) -> WorkflowCheckpoint:
+        """The run's last checkpoint, parented on the one this call resumed from.
+
+        Only a run that finished (idle, or waiting on requests) yields one: a run
+        that was cancelled, failed, or stopped mid-superstep is never persisted.
+        """
+        last_id = self.workflow.get_last_checkpoint_id()
+        if not self._completed or last_id is None:
+            raise WorkflowFailed("The workflow run did not complete; nothing was saved.")
+        checkpoint = await self._storage.load(last_id)
+        if checkpoint_status(checkpoint) == "in_flight":
+            raise WorkflowFailed("The workflow run stopped with work in flight; nothing was saved.")
+        checkpoint.previous_checkpoint_id = self.resumed_from.checkpoint_id if self.resumed_from else None
+        return checkpoint
+
+
+async def prepare_resume(
+    workflow: Workflow,
+    checkpoint: WorkflowCheckpoint | None,
+    turn: TurnInput,
+    *,
+    stream: bool = False,
+) -> ResumedRun:
+    """Validate and hydrate; raise a typed error, having executed nothing, if either fails."""
+    if checkpoint is None:
+        if turn.messages is None:
+            raise InvalidRequest("Send 'messages' to start a new run, or a 'checkpoint_id' to resume one.")
+        return ResumedRun(workflow, turn, None, stream)
+    turn = validate_checkpoint(workflow, checkpoint, turn)
+    try:
+        await af_internals.hydrate(workflow, checkpoint)
+    except Exception as exc:
+        logger.warning("Restoring checkpoint %s failed: %r", checkpoint.checkpoint_id, exc)
+        raise CheckpointIncompatible("The checkpoint could not be restored into this workflow.") from exc
+    if turn.messages is not None and await af_internals.has_in_flight_messages(workflow):
+        raise CheckpointHasInFlightWork("The restored checkpoint still has undelivered messages.")
+    return ResumedRun(workflow, turn, checkpoint, stream)

@@ -1,0 +1,197 @@
+"""Agent Framework ``CheckpointStorage`` on Azure Blob Storage.
+
+Layout: one immutable blob per checkpoint, ``checkpoints/<checkpoint_id>.json``, in
+the framework's own JSON encoding. Blob metadata carries what lookups need (workflow
+name, timestamp, lineage, status), so listing by workflow reads blob listings, not
+blob bodies.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, unquote
+
+from agent_framework import WorkflowCheckpoint
+from agent_framework.exceptions import WorkflowCheckpointException
+from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+from azure.storage.blob.aio import ContainerClient
+
+from .checkpoint_codec import CheckpointCodec
+from .errors import CheckpointConflict, CheckpointNotFound
+from .ids import validate_id
+from .storage_errors import error_code, storage_unavailable_on_failure
+
+logger = logging.getLogger(__name__)
+
+BLOB_PREFIX = "checkpoints/"
+_CONTENT_TYPE = "application/json"
+
+
+class BlobCheckpointNotFound(CheckpointNotFound, WorkflowCheckpointException):
+    """Raised by ``load``; also a ``WorkflowCheckpointException`` as the protocol requires."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointInfo:
+    """What a checkpoint's blob metadata says, without reading its body."""
+
+    checkpoint_id: str
+    workflow_name: str
+    previous_checkpoint_id: str | None
+    timestamp: str
+    status: str
+    pending_request_ids: tuple[str, ...]
+    size_bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "checkpoint_id": self.checkpoint_id,
+            "previous_checkpoint_id": self.previous_checkpoint_id,
+            "workflow_name": self.workflow_name,
+            "timestamp": self.timestamp,
+            "status": self.status,
+            "pending_request_ids": list(self.pending_request_ids),
+            "size_bytes": self.size_bytes,
+        }
+
+
+def checkpoint_status(checkpoint: WorkflowCheckpoint) -> str:
+    """``idle``, ``pending_requests`` or ``in_flight`` (taken mid-run)."""
+    if any(checkpoint.messages.values()):
+        return "in_flight"
+    if checkpoint.pending_request_info_events:
+        return "pending_requests"
+    return "idle"
+
+
+def blob_name(checkpoint_id: str) -> str:
+    return f"{BLOB_PREFIX}{validate_id(checkpoint_id)}.json"
+
+
+def _metadata_for(checkpoint: WorkflowCheckpoint) -> dict[str, str]:
+    # Metadata travels as HTTP headers: ASCII only, so free text is percent-encoded.
+    return {
+        "workflow_name": quote(checkpoint.workflow_name, safe=""),
+        "timestamp": checkpoint.timestamp,
+        "previous_checkpoint_id": checkpoint.previous_checkpoint_id or "",
+        "status": checkpoint_status(checkpoint),
+        "pending_request_ids": ",".join(checkpoint.pending_request_info_events)[:2048],
+    }
+
+
+def _info_from(name: str, metadata: dict[str, str], size: int) -> CheckpointInfo:
+    pending = metadata.get("pending_request_ids", "")
+    return CheckpointInfo(
+        checkpoint_id=name.removeprefix(BLOB_PREFIX).removesuffix(".json"),
+        workflow_name=unquote(metadata.get("workflow_name", "")),
+        previous_checkpoint_id=metadata.get("previous_checkpoint_id") or None,
+        timestamp=metadata.get("timestamp", ""),
+        status=metadata.get("status", ""),
+        pending_request_ids=tuple(p for p in pending.split(",") if p),
+        size_bytes=size,
+    )
+
+
+class BlobCheckpointStorage:
+    """Immutable, create-only checkpoint storage in one blob container.
+
+    Implements the framework's ``CheckpointStorage`` protocol, so it can also be
+    handed to ``workflow.run(checkpoint_storage=...)`` for the upstream two-step
+    pattern. The atomic resume does not do that: it loads and saves through this
+    class itself, so that a failed save is an error rather than a logged warning.
+    """
+
+    def __init__(self, container: ContainerClient, codec: CheckpointCodec) -> None:
+        self._container = container
+        self.codec = codec
+
+    # -- writes -------------------------------------------------------------------
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        """Upload a new checkpoint blob; an existing one is never overwritten."""
+        name = blob_name(checkpoint.checkpoint_id)
+        data = self.codec.encode(checkpoint)
+        await self._upload_create_only(name, data, _metadata_for(checkpoint))
+        return checkpoint.checkpoint_id
+
+    async def _upload_create_only(self, name: str, data: bytes, metadata: dict[str, str]) -> None:
+        blob = self._container.get_blob_client(name)
+        for attempt in (1, 2):
+            try:
+                with storage_unavailable_on_failure("save"):
+                    await blob.upload_blob(data, overwrite=False, metadata=metadata, content_type=_CONTENT_TYPE)
+                return
+            except ResourceExistsError as exc:
+                raise CheckpointConflict(f"Checkpoint '{name}' already exists and was not overwritten.") from exc
+            except ResourceNotFoundError as exc:
+                # The container does not exist yet: create it once, then retry the upload.
+                if attempt == 2 or error_code(exc) != "ContainerNotFound":
+                    raise
+                await self.ensure_container()
+
+    async def ensure_container(self) -> None:
+        """Create the container if it is missing."""
+        with storage_unavailable_on_failure("create container"):
+            try:
+                await self._container.create_container()
+                logger.info("Created checkpoint container %s", self._container.container_name)
+            except ResourceExistsError:
+                pass
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        with storage_unavailable_on_failure("delete"):
+            try:
+                await self._container.delete_blob(blob_name(checkpoint_id))
+            except ResourceNotFoundError:
+                return False
+        return True
+
+    # -- reads --------------------------------------------------------------------
+
+    async def load(self, checkpoint_id: str) -> WorkflowCheckpoint:
+        """Download and decode one checkpoint: one GET, capped at the codec's size limit."""
+        name = blob_name(checkpoint_id)
+        with storage_unavailable_on_failure("load"):
+            try:
+                # Ask for one byte more than the cap: an oversized blob is refused
+                # without being read whole.
+                downloader = await self._container.download_blob(name, offset=0, length=self.codec.max_bytes + 1)
+                data = await downloader.readall()
+            except ResourceNotFoundError as exc:
+                raise BlobCheckpointNotFound(f"Checkpoint '{checkpoint_id}' was not found.") from exc
+        return self.codec.decode(data, expected_id=checkpoint_id)
+
+    async def get_info(self, checkpoint_id: str) -> CheckpointInfo:
+        """Read a checkpoint's metadata without downloading or decoding its body."""
+        name = blob_name(checkpoint_id)
+        with storage_unavailable_on_failure("get properties"):
+            try:
+                props = await self._container.get_blob_client(name).get_blob_properties()
+            except ResourceNotFoundError as exc:
+                raise BlobCheckpointNotFound(f"Checkpoint '{checkpoint_id}' was not found.") from exc
+        return _info_from(name, dict(props.metadata or {}), int(props.size or 0))
+
+    async def list_infos(self, *, workflow_name: str) -> list[CheckpointInfo]:
+        """Checkpoints of one workflow, from the listing alone, oldest first."""
+        infos: list[CheckpointInfo] = []
+        with storage_unavailable_on_failure("list"):
+            try:
+                async for blob in self._container.list_blobs(name_starts_with=BLOB_PREFIX, include=["metadata"]):
+                    info = _info_from(blob.name, dict(blob.metadata or {}), int(blob.size or 0))
+                    if info.workflow_name == workflow_name:
+                        infos.append(info)
+            except ResourceNotFoundError:
+                return []
+        return sorted(infos, key=lambda info: info.timestamp)
+
+    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
+        return [info.checkpoint_id for info in await self.list_infos(workflow_name=workflow_name)]
+
+    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
+        return [await self.load(cid) for cid in await self.list_checkpoint_ids(workflow_name=workflow_name)]
+
+    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        infos = await self.list_infos(workflow_name=workflow_name)
+        return await self.load(infos[-1].checkpoint_id) if infos else None

@@ -1,0 +1,107 @@
+"""Typed errors, each carrying the HTTP status and code it is reported as.
+
+Every error a caller can see is one of these. Their messages are written for the
+caller and never include exception text from below, so nothing internal (paths,
+stack frames, storage URLs) leaks into a response.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class ResumeError(Exception):
+    """Base of every error that maps to a documented HTTP response."""
+
+    status: ClassVar[int] = 500
+    code: ClassVar[str] = "internal_error"
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    def headers(self) -> dict[str, str]:
+        """Extra response headers (for example ``Retry-After``)."""
+        return {}
+
+    def to_body(self) -> dict[str, Any]:
+        """The ``{"error": {...}}`` body documented in the README."""
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details:
+            error["details"] = self.details
+        return {"error": error}
+
+
+class InvalidRequest(ResumeError):
+    """Malformed JSON, wrong shapes, a bad ID, or nothing to do."""
+
+    status = 400
+    code = "invalid_request"
+
+
+class CheckpointNotFound(ResumeError):
+    status = 404
+    code = "checkpoint_not_found"
+
+
+class CheckpointIncompatible(ResumeError):
+    """The checkpoint belongs to another workflow, or the graph changed since."""
+
+    status = 409
+    code = "checkpoint_incompatible"
+
+
+class CheckpointHasInFlightWork(CheckpointIncompatible):
+    """The checkpoint was taken mid-run; new input would interleave with old work."""
+
+
+class PendingRequestsOutstanding(ResumeError):
+    """New messages were sent while human-in-the-loop requests are still unanswered."""
+
+    status = 409
+    code = "pending_requests"
+
+
+class CheckpointConflict(ResumeError):
+    """A checkpoint with this ID already exists; checkpoints are never overwritten."""
+
+    status = 409
+    code = "checkpoint_exists"
+
+
+class PayloadTooLarge(ResumeError):
+    status = 413
+    code = "payload_too_large"
+
+
+class CheckpointUnreadable(ResumeError):
+    """The checkpoint does not decode, or it holds a type the allowlist blocks."""
+
+    status = 422
+    code = "checkpoint_unreadable"
+
+
+class CheckpointTooLarge(ResumeError):
+    """A checkpoint is over the configured size cap; nothing was saved."""
+
+    status = 422
+    code = "checkpoint_too_large"
+
+
+class WorkflowFailed(ResumeError):
+    """The workflow run raised; nothing was saved."""
+
+    status = 500
+    code = "workflow_failed"
+
+
+class StorageUnavailable(ResumeError):
+    """Blob Storage could not be reached or answered with a server error."""
+
+    status = 503
+    code = "storage_unavailable"
+    retry_after_seconds: ClassVar[int] = 5
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after_seconds)}

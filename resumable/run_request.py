@@ -1,0 +1,103 @@
+"""Parse and validate the body of ``POST /api/runs`` into a ``RunRequest``.
+
+Strict on purpose: unknown fields, wrong types and empty values are 400s with a
+message that names the field, because a webhook integration is easier to fix from a
+clear error than from a run that silently ignored half its input.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from agent_framework import Message
+
+from .atomic_resume import TurnInput
+from .errors import InvalidRequest
+from .ids import validate_id
+
+MAX_MESSAGES = 100
+MAX_MESSAGE_CHARS = 32_000
+MAX_RESPONSES = 100
+_ROLES = ("user", "system")
+_FIELDS = frozenset({"checkpoint_id", "messages", "responses", "stream"})
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    checkpoint_id: str | None
+    turn: TurnInput
+    stream: bool
+
+
+def wants_event_stream(accept: str | None) -> bool:
+    """Whether an ``Accept`` header asks for server-sent events."""
+    return bool(accept) and any(part.split(";")[0].strip() == "text/event-stream" for part in accept.split(","))
+
+
+def parse_run_request(body: bytes, *, accept: str | None = None) -> RunRequest:
+    """Turn raw body bytes into a validated request, or raise ``InvalidRequest``."""
+    try:
+        data: Any = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        raise InvalidRequest("The body must be a JSON object encoded as UTF-8.") from None
+    if not isinstance(data, dict):
+        raise InvalidRequest("The body must be a JSON object.")
+    unknown = sorted(set(data) - _FIELDS)
+    if unknown:
+        raise InvalidRequest(f"Unknown field(s): {', '.join(unknown)}.", details={"allowed": sorted(_FIELDS)})
+
+    checkpoint_id = data.get("checkpoint_id")
+    if checkpoint_id is not None:
+        checkpoint_id = validate_id(checkpoint_id, kind="checkpoint_id")
+    messages = _parse_messages(data["messages"]) if data.get("messages") is not None else None
+    responses = _parse_responses(data["responses"]) if data.get("responses") is not None else None
+    stream = data.get("stream", False)
+    if not isinstance(stream, bool):
+        raise InvalidRequest("'stream' must be true or false.")
+
+    if responses is not None and checkpoint_id is None:
+        raise InvalidRequest("'responses' answers requests pending in a checkpoint, so it needs 'checkpoint_id'.")
+    if messages is None and checkpoint_id is None:
+        raise InvalidRequest("Nothing to do: send 'messages', a 'checkpoint_id', or both.")
+    return RunRequest(
+        checkpoint_id=checkpoint_id,
+        turn=TurnInput(messages=messages, responses=responses),
+        stream=stream or wants_event_stream(accept),
+    )
+
+
+def _parse_messages(value: Any) -> list[Message]:
+    if isinstance(value, str):
+        value = [{"role": "user", "content": value}]
+    if not isinstance(value, list) or not value:
+        raise InvalidRequest("'messages' must be a non-empty string or a non-empty list of messages.")
+    if len(value) > MAX_MESSAGES:
+        raise InvalidRequest(f"'messages' holds at most {MAX_MESSAGES} messages.")
+    parsed: list[Message] = []
+    for index, item in enumerate(value):
+        where = f"messages[{index}]"
+        if not isinstance(item, dict) or set(item) != {"role", "content"}:
+            raise InvalidRequest(f"{where} must be an object with exactly 'role' and 'content'.")
+        role, content = item["role"], item["content"]
+        if role not in _ROLES:
+            raise InvalidRequest(f"{where}.role must be one of {', '.join(_ROLES)}.")
+        if not isinstance(content, str) or not content.strip():
+            raise InvalidRequest(f"{where}.content must be a non-empty string.")
+        if len(content) > MAX_MESSAGE_CHARS:
+            raise InvalidRequest(f"{where}.content is longer than {MAX_MESSAGE_CHARS} characters.")
+        parsed.append(Message(role=role, contents=[content]))
+    if not any(m.role == "user" for m in parsed):
+        raise InvalidRequest("'messages' must include at least one user message.")
+    return parsed
+
+
+def _parse_responses(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict) or not value:
+        raise InvalidRequest("'responses' must be a non-empty object of {request_id: answer}.")
+    if len(value) > MAX_RESPONSES:
+        raise InvalidRequest(f"'responses' holds at most {MAX_RESPONSES} answers.")
+    for request_id in value:
+        validate_id(request_id, kind="request_id")
+    return dict(value)

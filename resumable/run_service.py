@@ -1,0 +1,90 @@
+"""One call, end to end: load → resume → save, as JSON or as an event stream.
+
+Knows nothing about HTTP: ``http_api`` turns requests into ``RunRequest`` and the
+results (or ``ResumeError``) into responses.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any, Protocol
+
+from agent_framework import Workflow, WorkflowCheckpoint, WorkflowEvent
+
+from .atomic_resume import ResumedRun, prepare_resume
+from .blob_store import BlobCheckpointStorage
+from .errors import ResumeError, WorkflowFailed
+from .run_request import RunRequest
+from .run_result import ResultCollector
+from .sse import sse_event
+
+logger = logging.getLogger(__name__)
+
+
+class WorkflowSource(Protocol):
+    """Anything that builds a fresh workflow per call (``workflows.WorkflowSpec`` does)."""
+
+    def build(self) -> Workflow: ...
+
+
+class RunService:
+    def __init__(self, store: BlobCheckpointStorage, spec: WorkflowSource) -> None:
+        self.store = store
+        self.spec = spec
+
+    async def _prepare(self, request: RunRequest) -> ResumedRun:
+        """Load and validate the checkpoint and hydrate a fresh workflow; run nothing."""
+        checkpoint: WorkflowCheckpoint | None = None
+        if request.checkpoint_id is not None:
+            checkpoint = await self.store.load(request.checkpoint_id)
+        return await prepare_resume(self.spec.build(), checkpoint, request.turn, stream=request.stream)
+
+    async def _save(self, run: ResumedRun, collector: ResultCollector) -> dict[str, Any]:
+        saved = await run.final_checkpoint()
+        await self.store.save(saved)
+        return collector.body(saved)
+
+    async def run_to_json(self, request: RunRequest) -> dict[str, Any]:
+        """Run the call to completion and return the response body."""
+        run = await self._prepare(request)
+        collector = ResultCollector()
+        async with aclosing(run.events()) as events:
+            async for event in events:
+                collector.add(event)
+        return await self._save(run, collector)
+
+    async def open_stream(self, request: RunRequest) -> AsyncIterator[bytes]:
+        """Validate, hydrate and start the run, then return its SSE frames.
+
+        Everything that can be refused (bad checkpoint, bad input, the framework's own
+        pre-run checks) is decided before this returns, so it still becomes a plain
+        HTTP error. Failures after that arrive as an ``error`` event.
+        """
+        run = await self._prepare(request)
+        events = run.events()
+        try:
+            first = await anext(events)  # the run's `started` event: pre-run checks passed
+        except BaseException:
+            await events.aclose()
+            raise
+        return self._frames(run, first, events)
+
+    async def _frames(
+        self, run: ResumedRun, first: WorkflowEvent, events: AsyncIterator[WorkflowEvent]
+    ) -> AsyncIterator[bytes]:
+        collector = ResultCollector()
+        try:
+            async with aclosing(events):  # type: ignore[type-var]
+                collector.add(first)
+                async for event in events:
+                    frame = collector.add(event)
+                    if frame is not None:
+                        yield sse_event(*frame)
+            yield sse_event("done", await self._save(run, collector))
+        except ResumeError as exc:
+            yield sse_event("error", exc.to_body())
+        except Exception:
+            logger.exception("Streaming run failed")
+            yield sse_event("error", WorkflowFailed("The workflow run failed; nothing was saved.").to_body())

@@ -1,0 +1,56 @@
+"""One Blob Storage client per worker process (and per event loop).
+
+Building a client costs a TLS session and, with managed identity, a token fetch, so
+it is reused across invocations. The aio client is bound to the loop it first ran
+on; the Functions worker keeps one loop, but tests make one per test, so the cache
+is keyed by loop as well as by target.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from azure.core.pipeline.policies import HTTPPolicy, SansIOHTTPPolicy
+from azure.storage.blob.aio import BlobServiceClient, ContainerClient
+
+from .settings import Settings, StorageTarget
+
+_clients: dict[tuple[int, StorageTarget, float], BlobServiceClient] = {}
+
+# Extra pipeline policies, for example an operation counter in the benchmark.
+extra_policies: list[HTTPPolicy[Any, Any] | SansIOHTTPPolicy[Any, Any]] = []
+
+
+def _build_client(target: StorageTarget, timeout: float) -> BlobServiceClient:
+    options: dict[str, Any] = {
+        "connection_timeout": timeout,
+        "read_timeout": timeout,
+        "retry_total": 2,
+        "retry_backoff_factor": 0.4,
+        "per_call_policies": list(extra_policies),
+    }
+    if target.connection_string:
+        return BlobServiceClient.from_connection_string(target.connection_string, **options)
+    # Imported only on the identity path: azure-identity is not needed for Azurite.
+    from azure.identity.aio import DefaultAzureCredential  # noqa: PLC0415
+
+    credential = DefaultAzureCredential(managed_identity_client_id=target.client_id)
+    return BlobServiceClient(str(target.blob_service_uri), credential=credential, **options)
+
+
+def container_client(settings: Settings) -> ContainerClient:
+    """The process-wide container client for ``settings``."""
+    key = (id(asyncio.get_running_loop()), settings.storage, settings.storage_timeout_seconds)
+    client = _clients.get(key)
+    if client is None:
+        client = _clients[key] = _build_client(settings.storage, settings.storage_timeout_seconds)
+    return client.get_container_client(settings.container)
+
+
+async def close_all() -> None:
+    """Close every cached client (tests and scripts call this before their loop ends)."""
+    clients = list(_clients.values())
+    _clients.clear()
+    for client in clients:
+        await client.close()
