@@ -36,7 +36,17 @@ def _compile(template: str) -> re.Pattern[str]:
     return re.compile(f"/{ROUTE_PREFIX}/{regex}")
 
 
+_indexed: dict[int, tuple[func.FunctionApp, list[Route]]] = {}
+
+
 def routes_of(app: func.FunctionApp) -> list[Route]:
+    """Index ``app`` once, like the host does at start-up (indexing twice is an error)."""
+    if id(app) not in _indexed:
+        _indexed[id(app)] = (app, _index(app))
+    return _indexed[id(app)][1]
+
+
+def _index(app: func.FunctionApp) -> list[Route]:
     routes: list[Route] = []
     for function in app.get_functions():
         for raw in function.get_raw_bindings():

@@ -72,16 +72,19 @@ def blob_name(checkpoint_id: str) -> str:
 
 def _metadata_for(checkpoint: WorkflowCheckpoint) -> dict[str, str]:
     # Metadata travels as HTTP headers: ASCII only, so free text is percent-encoded.
-    return {
+    # Empty values are left out (listings return them as None).
+    metadata = {
         "workflow_name": quote(checkpoint.workflow_name, safe=""),
         "timestamp": checkpoint.timestamp,
         "previous_checkpoint_id": checkpoint.previous_checkpoint_id or "",
         "status": checkpoint_status(checkpoint),
         "pending_request_ids": ",".join(checkpoint.pending_request_info_events)[:2048],
     }
+    return {key: value for key, value in metadata.items() if value}
 
 
-def _info_from(name: str, metadata: dict[str, str], size: int) -> CheckpointInfo:
+def _info_from(name: str, raw_metadata: dict[str, str | None], size: int) -> CheckpointInfo:
+    metadata = {key: value or "" for key, value in raw_metadata.items()}
     pending = metadata.get("pending_request_ids", "")
     return CheckpointInfo(
         checkpoint_id=name.removeprefix(BLOB_PREFIX).removesuffix(".json"),

@@ -1,0 +1,67 @@
+"""Shared fixtures: one real Azurite per test session, a fresh container per test."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from devtools.azurite import Azurite, start_azurite
+from devtools.function_host import FunctionHost
+from devtools.op_counter import OperationCounter
+from resumable import storage_client
+
+_EXPORTER = InMemorySpanExporter()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
+    trace.set_tracer_provider(provider)
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """Finished OpenTelemetry spans recorded during the test."""
+    _EXPORTER.clear()
+    yield _EXPORTER
+    _EXPORTER.clear()
+
+
+@pytest.fixture(scope="session")
+def azurite() -> Iterator[Azurite]:
+    emulator = start_azurite()
+    yield emulator
+    emulator.stop()
+
+
+@pytest.fixture
+async def storage_env(azurite: Azurite, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
+    """Point the app at Azurite with a container of its own; yields the container name."""
+    container = f"t{uuid.uuid4().hex[:20]}"
+    monkeypatch.setenv("CHECKPOINT_STORAGE", azurite.connection_string)
+    monkeypatch.setenv("CHECKPOINT_CONTAINER", container)
+    for name in ("MAX_REQUEST_BYTES", "MAX_CHECKPOINT_BYTES", "CHECKPOINT_ALLOWED_TYPES", "WORKFLOW"):
+        monkeypatch.delenv(name, raising=False)
+    yield container
+    await storage_client.close_all()
+
+
+@pytest.fixture
+def ops(monkeypatch: pytest.MonkeyPatch) -> OperationCounter:
+    """Counts every storage request made by clients built after this fixture."""
+    counter = OperationCounter()
+    monkeypatch.setattr(storage_client, "request_hook", counter)
+    return counter
+
+
+@pytest.fixture
+def host(storage_env: str) -> FunctionHost:
+    import function_app
+
+    return FunctionHost(function_app.app)
