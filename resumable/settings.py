@@ -12,10 +12,13 @@ from dataclasses import dataclass
 
 from .checkpoint_codec import DEFAULT_MAX_CHECKPOINT_BYTES
 
-# Names of the settings this package reads. Connection settings are listed separately
-# because only one of their two forms (connection string or identity) is set.
-CONNECTION_STRING_SETTINGS = ("CHECKPOINT_STORAGE", "AzureWebJobsStorage")
-IDENTITY_SETTINGS = ("CHECKPOINT_STORAGE__blobServiceUri", "CHECKPOINT_STORAGE__clientId")
+# The two places checkpoint storage can be configured, in order of precedence. Each
+# is either a connection string (PREFIX) or a service URI for managed identity
+# (PREFIX__blobServiceUri, optionally PREFIX__clientId); the URI form wins.
+STORAGE_PREFIXES = ("CHECKPOINT_STORAGE", "AzureWebJobsStorage")
+STORAGE_SETTINGS = tuple(
+    name for prefix in STORAGE_PREFIXES for name in (prefix, f"{prefix}__blobServiceUri", f"{prefix}__clientId")
+)
 TUNING_SETTINGS = (
     "CHECKPOINT_CONTAINER",
     "CHECKPOINT_ALLOWED_TYPES",
@@ -23,6 +26,17 @@ TUNING_SETTINGS = (
     "MAX_CHECKPOINT_BYTES",
     "STORAGE_TIMEOUT_SECONDS",
     "WORKFLOW",
+)
+# Every setting this package reads.
+CODE_SETTINGS = STORAGE_SETTINGS + TUNING_SETTINGS
+
+# Settings the platform reads, not this package; allowed in local.settings and Bicep.
+PLATFORM_SETTINGS = (
+    "FUNCTIONS_WORKER_RUNTIME",  # local only: Flex Consumption sets the runtime in the site config
+    "PYTHON_ENABLE_INIT_INDEXING",  # required by the HTTP streaming extension
+    "AzureWebJobsStorage__credential",  # host storage via managed identity
+    "APPLICATIONINSIGHTS_CONNECTION_STRING",
+    "APPLICATIONINSIGHTS_AUTHENTICATION_STRING",
 )
 
 DEFAULT_MAX_REQUEST_BYTES = 1024 * 1024
@@ -66,18 +80,16 @@ class Settings:
 
 
 def _storage_target(env: Mapping[str, str]) -> StorageTarget:
-    uri = env.get("CHECKPOINT_STORAGE__blobServiceUri", "").strip()
-    if uri:
-        return StorageTarget(
-            blob_service_uri=uri, client_id=env.get("CHECKPOINT_STORAGE__clientId", "").strip() or None
-        )
-    for name in CONNECTION_STRING_SETTINGS:
-        value = env.get(name, "").strip()
-        if value:
-            return StorageTarget(connection_string=value)
+    for prefix in STORAGE_PREFIXES:
+        uri = env.get(f"{prefix}__blobServiceUri", "").strip()
+        if uri:
+            return StorageTarget(blob_service_uri=uri, client_id=env.get(f"{prefix}__clientId", "").strip() or None)
+        connection_string = env.get(prefix, "").strip()
+        if connection_string:
+            return StorageTarget(connection_string=connection_string)
     raise SettingsError(
-        "No checkpoint storage configured: set CHECKPOINT_STORAGE (a connection string), "
-        "CHECKPOINT_STORAGE__blobServiceUri (managed identity), or AzureWebJobsStorage."
+        "No checkpoint storage configured: set CHECKPOINT_STORAGE (a connection string) or "
+        "CHECKPOINT_STORAGE__blobServiceUri (managed identity); AzureWebJobsStorage is the fallback."
     )
 
 

@@ -59,3 +59,15 @@ async def test_identity_client_is_built_without_touching_the_network() -> None:
     assert container.url == "https://acct.blob.core.windows.net/c"
     assert container.credential.__class__.__name__ == "DefaultAzureCredential"
     await storage_client.close_all()
+
+
+def test_webjobs_identity_form_is_the_last_fallback() -> None:
+    env = {
+        "AzureWebJobsStorage__blobServiceUri": "https://h.blob.core.windows.net",
+        "AzureWebJobsStorage__clientId": "c",
+    }
+    assert Settings.from_env(env).storage == StorageTarget(
+        blob_service_uri="https://h.blob.core.windows.net", client_id="c"
+    )
+    env["CHECKPOINT_STORAGE"] = "A"
+    assert Settings.from_env(env).storage == StorageTarget(connection_string="A")

@@ -1,0 +1,112 @@
+// The Flex Consumption (FC1) plan and the Linux Python function app.
+// Every connection is identity-based: no connection strings, no keys.
+param name string
+param planName string
+param location string
+param tags object = {}
+param identityId string
+param identityClientId string
+param storageBlobEndpoint string
+param deploymentContainerName string
+param checkpointContainerName string
+param applicationInsightsConnectionString string
+@description('Memory per instance, in MB.')
+@allowed([
+  512
+  2048
+  4096
+])
+param instanceMemoryMB int
+@minValue(1)
+@maxValue(1000)
+param maximumInstanceCount int
+@description('Subnet for outbound VNet integration; empty for none.')
+param virtualNetworkSubnetId string = ''
+
+// Settings the code reads (resumable/settings.py), in their identity-based form,
+// plus what the platform and the HTTP streaming extension need.
+var appSettings = {
+  AzureWebJobsStorage__credential: 'managedidentity'
+  AzureWebJobsStorage__clientId: identityClientId
+  AzureWebJobsStorage__blobServiceUri: storageBlobEndpoint
+  CHECKPOINT_STORAGE__blobServiceUri: storageBlobEndpoint
+  CHECKPOINT_STORAGE__clientId: identityClientId
+  CHECKPOINT_CONTAINER: checkpointContainerName
+  CHECKPOINT_ALLOWED_TYPES: ''
+  MAX_REQUEST_BYTES: '1048576'
+  MAX_CHECKPOINT_BYTES: '4194304'
+  STORAGE_TIMEOUT_SECONDS: '10'
+  WORKFLOW: 'default'
+  PYTHON_ENABLE_INIT_INDEXING: '1'
+  APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsightsConnectionString
+  APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
+}
+
+resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
+  name: planName
+  location: location
+  tags: tags
+  kind: 'functionapp'
+  sku: {
+    name: 'FC1'
+    tier: 'FlexConsumption'
+  }
+  properties: {
+    reserved: true
+  }
+}
+
+resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
+  name: name
+  location: location
+  tags: union(tags, {
+    'azd-service-name': 'api'
+  })
+  kind: 'functionapp,linux'
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: {
+      '${identityId}': {}
+    }
+  }
+  properties: {
+    serverFarmId: plan.id
+    httpsOnly: true
+    clientCertMode: 'Optional'
+    virtualNetworkSubnetId: empty(virtualNetworkSubnetId) ? null : virtualNetworkSubnetId
+    siteConfig: {
+      minTlsVersion: '1.2'
+      scmMinTlsVersion: '1.2'
+      ftpsState: 'Disabled'
+      http20Enabled: true
+    }
+    functionAppConfig: {
+      deployment: {
+        storage: {
+          type: 'blobContainer'
+          value: '${storageBlobEndpoint}${deploymentContainerName}'
+          authentication: {
+            type: 'UserAssignedIdentity'
+            userAssignedIdentityResourceId: identityId
+          }
+        }
+      }
+      scaleAndConcurrency: {
+        instanceMemoryMB: instanceMemoryMB
+        maximumInstanceCount: maximumInstanceCount
+      }
+      runtime: {
+        name: 'python'
+        version: '3.11'
+      }
+    }
+  }
+
+  resource settings 'config' = {
+    name: 'appsettings'
+    properties: appSettings
+  }
+}
+
+output name string = functionApp.name
+output defaultHostName string = functionApp.properties.defaultHostName

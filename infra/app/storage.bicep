@@ -1,0 +1,107 @@
+// One storage account for the Functions host, the deployment package and the
+// checkpoints. Keys are disabled: every caller authenticates with Entra ID.
+param name string
+param location string
+param tags object = {}
+param deploymentContainerName string
+param checkpointContainerName string
+@description('Delete checkpoint blobs this many days after creation; 0 keeps them forever.')
+param checkpointRetentionDays int
+param vnetEnabled bool
+@description('Zone-redundant by default: a lost checkpoint is a lost conversation.')
+param skuName string = 'Standard_ZRS'
+
+resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' = {
+  name: name
+  location: location
+  tags: tags
+  kind: 'StorageV2'
+  sku: {
+    name: skuName
+  }
+  properties: {
+    accessTier: 'Hot'
+    allowBlobPublicAccess: false
+    allowSharedKeyAccess: false
+    allowCrossTenantReplication: false
+    defaultToOAuthAuthentication: true
+    minimumTlsVersion: 'TLS1_2'
+    supportsHttpsTrafficOnly: true
+    publicNetworkAccess: vnetEnabled ? 'Disabled' : 'Enabled'
+    networkAcls: {
+      bypass: vnetEnabled ? 'None' : 'AzureServices'
+      defaultAction: vnetEnabled ? 'Deny' : 'Allow'
+    }
+  }
+}
+
+resource blobService 'Microsoft.Storage/storageAccounts/blobServices@2023-05-01' = {
+  parent: storage
+  name: 'default'
+  properties: {
+    deleteRetentionPolicy: {
+      enabled: true
+      days: 7
+    }
+    containerDeleteRetentionPolicy: {
+      enabled: true
+      days: 7
+    }
+  }
+}
+
+resource deploymentContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2023-05-01' = {
+  parent: blobService
+  name: deploymentContainerName
+  properties: {
+    publicAccess: 'None'
+  }
+}
+
+resource checkpointContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2023-05-01' = {
+  parent: blobService
+  name: checkpointContainerName
+  properties: {
+    publicAccess: 'None'
+  }
+}
+
+// Checkpoints are immutable and one is written per turn, so without a policy the
+// container only grows. Age since creation is the right clock: blobs never change.
+resource checkpointLifecycle 'Microsoft.Storage/storageAccounts/managementPolicies@2023-05-01' = if (checkpointRetentionDays > 0) {
+  parent: storage
+  name: 'default'
+  properties: {
+    policy: {
+      rules: [
+        {
+          name: 'expire-checkpoints'
+          enabled: true
+          type: 'Lifecycle'
+          definition: {
+            filters: {
+              blobTypes: [
+                'blockBlob'
+              ]
+              prefixMatch: [
+                '${checkpointContainerName}/checkpoints/'
+              ]
+            }
+            actions: {
+              baseBlob: {
+                delete: {
+                  daysAfterCreationGreaterThan: checkpointRetentionDays
+                }
+              }
+            }
+          }
+        }
+      ]
+    }
+  }
+}
+
+output name string = storage.name
+output id string = storage.id
+output blobEndpoint string = storage.properties.primaryEndpoints.blob
+output checkpointContainerId string = checkpointContainer.id

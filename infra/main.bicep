@@ -1,0 +1,139 @@
+// Resume Agent Framework workflows from Blob checkpoints: Flex Consumption function
+// app, identity-only storage access, Application Insights, optional private network.
+// Deploy with `azd up`, or `az deployment group create -f infra/main.bicep`.
+targetScope = 'resourceGroup'
+
+@minLength(1)
+@maxLength(64)
+@description('Name of the environment; seeds the unique resource names.')
+param environmentName string
+
+@description('Region for every resource. It must offer Flex Consumption.')
+param location string = resourceGroup().location
+
+@description('Object ID of the deploying user, granted the app\'s data roles for local testing; empty to skip.')
+param principalId string = ''
+
+@description('Put the app in a VNet and reach storage only through a private endpoint.')
+param vnetEnabled bool = false
+
+@description('Blob container for checkpoints.')
+param checkpointContainerName string = 'checkpoints'
+
+@description('Days after which checkpoint blobs are deleted; 0 keeps them forever.')
+@minValue(0)
+param checkpointRetentionDays int = 30
+
+@description('Checkpoint storage redundancy. Standard_GZRS adds geo-redundancy at about twice the price.')
+@allowed([
+  'Standard_ZRS'
+  'Standard_GZRS'
+  'Standard_RAGZRS'
+  'Standard_LRS'
+])
+param storageSku string = 'Standard_ZRS'
+
+@description('Memory per instance, in MB.')
+@allowed([
+  512
+  2048
+  4096
+])
+param instanceMemoryMB int = 2048
+
+@description('Upper bound on instances (and so on spend).')
+@minValue(1)
+@maxValue(1000)
+param maximumInstanceCount int = 40
+
+var abbrs = loadJsonContent('abbreviations.json')
+var resourceToken = toLower(uniqueString(subscription().id, resourceGroup().id, environmentName, location))
+var tags = {
+  'azd-env-name': environmentName
+}
+var functionAppName = '${abbrs.webSitesFunctions}resume-${resourceToken}'
+var deploymentContainerName = 'app-package-${take(resourceToken, 20)}'
+
+module identity 'app/identity.bicep' = {
+  name: 'identity'
+  params: {
+    name: '${abbrs.managedIdentityUserAssignedIdentities}resume-${resourceToken}'
+    location: location
+    tags: tags
+  }
+}
+
+module storage 'app/storage.bicep' = {
+  name: 'storage'
+  params: {
+    name: '${abbrs.storageStorageAccounts}${resourceToken}'
+    location: location
+    tags: tags
+    deploymentContainerName: deploymentContainerName
+    checkpointContainerName: checkpointContainerName
+    checkpointRetentionDays: checkpointRetentionDays
+    vnetEnabled: vnetEnabled
+    skuName: storageSku
+  }
+}
+
+module monitoring 'app/monitoring.bicep' = {
+  name: 'monitoring'
+  params: {
+    logAnalyticsName: '${abbrs.operationalInsightsWorkspaces}${resourceToken}'
+    applicationInsightsName: '${abbrs.insightsComponents}${resourceToken}'
+    location: location
+    tags: tags
+  }
+}
+
+module network 'app/network.bicep' = if (vnetEnabled) {
+  name: 'network'
+  params: {
+    vnetName: '${abbrs.networkVirtualNetworks}${resourceToken}'
+    location: location
+    tags: tags
+    storageAccountId: storage.outputs.id
+    privateEndpointName: '${abbrs.networkPrivateEndpoints}blob-${resourceToken}'
+  }
+}
+
+module rbac 'app/rbac.bicep' = {
+  name: 'rbac'
+  params: {
+    storageAccountName: storage.outputs.name
+    checkpointContainerName: checkpointContainerName
+    applicationInsightsName: monitoring.outputs.applicationInsightsName
+    identityPrincipalId: identity.outputs.principalId
+    userPrincipalId: principalId
+  }
+}
+
+module functionApp 'app/function-app.bicep' = {
+  name: 'function-app'
+  params: {
+    name: functionAppName
+    planName: '${abbrs.webServerFarms}${resourceToken}'
+    location: location
+    tags: tags
+    identityId: identity.outputs.id
+    identityClientId: identity.outputs.clientId
+    storageBlobEndpoint: storage.outputs.blobEndpoint
+    deploymentContainerName: deploymentContainerName
+    checkpointContainerName: checkpointContainerName
+    applicationInsightsConnectionString: monitoring.outputs.connectionString
+    instanceMemoryMB: instanceMemoryMB
+    maximumInstanceCount: maximumInstanceCount
+    virtualNetworkSubnetId: vnetEnabled ? network.outputs.appSubnetId : ''
+  }
+  dependsOn: [
+    rbac
+  ]
+}
+
+output AZURE_LOCATION string = location
+output AZURE_FUNCTION_APP_NAME string = functionApp.outputs.name
+output AZURE_FUNCTION_APP_HOSTNAME string = functionApp.outputs.defaultHostName
+output AZURE_STORAGE_ACCOUNT_NAME string = storage.outputs.name
+output AZURE_STORAGE_BLOB_ENDPOINT string = storage.outputs.blobEndpoint
+output CHECKPOINT_CONTAINER string = checkpointContainerName
