@@ -18,6 +18,18 @@ async def runs(req: Request) -> Response:
     return await http_api.handle_run(req)
 
 
+@app.route(route="threads/{thread_id}/runs", methods=["POST"])
+async def thread_runs(req: Request) -> Response:
+    """A turn on a named conversation: resumes from its head, advances it by compare-and-swap."""
+    return await http_api.handle_thread_run(req, req.path_params.get("thread_id", ""))
+
+
+@app.route(route="threads/{thread_id}", methods=["GET"])
+async def get_thread(req: Request) -> Response:
+    """A thread's head checkpoint and recent lineage."""
+    return await http_api.handle_get_thread(req.path_params.get("thread_id", ""))
+
+
 @app.route(route="checkpoints/{checkpoint_id}", methods=["GET"])
 async def get_checkpoint(req: Request) -> Response:
     """A checkpoint's metadata and lineage (never its state)."""

@@ -46,6 +46,10 @@ param instanceMemoryMB int = 2048
 @maxValue(1000)
 param maximumInstanceCount int = 40
 
+@secure()
+@description('Standard Webhooks signing secret(s) (whsec_...); empty turns signature checks off.')
+param webhookSecret string = ''
+
 var abbrs = loadJsonContent('abbreviations.json')
 var resourceToken = toLower(uniqueString(subscription().id, resourceGroup().id, environmentName, location))
 var tags = {
@@ -124,6 +128,7 @@ module functionApp 'app/function-app.bicep' = {
     applicationInsightsConnectionString: monitoring.outputs.connectionString
     instanceMemoryMB: instanceMemoryMB
     maximumInstanceCount: maximumInstanceCount
+    webhookSecret: webhookSecret
     virtualNetworkSubnetId: vnetEnabled ? network.outputs.appSubnetId : ''
   }
   dependsOn: [

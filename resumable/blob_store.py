@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -21,7 +22,7 @@ from azure.storage.blob.aio import ContainerClient
 from .checkpoint_codec import CheckpointCodec
 from .errors import CheckpointConflict, CheckpointNotFound
 from .ids import validate_id
-from .storage_errors import error_code, storage_unavailable_on_failure
+from .storage_errors import create_container_if_missing, error_code, storage_unavailable_on_failure
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +45,14 @@ class CheckpointInfo:
     status: str
     pending_request_ids: tuple[str, ...]
     size_bytes: int
+    thread_id: str | None = None
+
+    @property
+    def created_epoch(self) -> float:
+        try:
+            return datetime.fromisoformat(self.timestamp).timestamp()
+        except ValueError:
+            return 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -54,6 +63,7 @@ class CheckpointInfo:
             "status": self.status,
             "pending_request_ids": list(self.pending_request_ids),
             "size_bytes": self.size_bytes,
+            "thread_id": self.thread_id,
         }
 
 
@@ -70,7 +80,7 @@ def blob_name(checkpoint_id: str) -> str:
     return f"{BLOB_PREFIX}{validate_id(checkpoint_id)}.json"
 
 
-def _metadata_for(checkpoint: WorkflowCheckpoint) -> dict[str, str]:
+def _metadata_for(checkpoint: WorkflowCheckpoint, thread_id: str | None) -> dict[str, str]:
     # Metadata travels as HTTP headers: ASCII only, so free text is percent-encoded.
     # Empty values are left out (listings return them as None).
     metadata = {
@@ -79,6 +89,7 @@ def _metadata_for(checkpoint: WorkflowCheckpoint) -> dict[str, str]:
         "previous_checkpoint_id": checkpoint.previous_checkpoint_id or "",
         "status": checkpoint_status(checkpoint),
         "pending_request_ids": ",".join(checkpoint.pending_request_info_events)[:2048],
+        "thread_id": thread_id or "",
     }
     return {key: value for key, value in metadata.items() if value}
 
@@ -94,6 +105,7 @@ def _info_from(name: str, raw_metadata: dict[str, str | None], size: int) -> Che
         status=metadata.get("status", ""),
         pending_request_ids=tuple(p for p in pending.split(",") if p),
         size_bytes=size,
+        thread_id=metadata.get("thread_id") or None,
     )
 
 
@@ -107,20 +119,23 @@ class BlobCheckpointStorage:
     """
 
     def __init__(self, container: ContainerClient, codec: CheckpointCodec) -> None:
-        self._container = container
+        self.container = container
         self.codec = codec
 
     # -- writes -------------------------------------------------------------------
 
-    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
-        """Upload a new checkpoint blob; an existing one is never overwritten."""
+    async def save(self, checkpoint: WorkflowCheckpoint, *, thread_id: str | None = None) -> str:
+        """Upload a new checkpoint blob; an existing one is never overwritten.
+
+        ``thread_id`` tags checkpoints written by thread turns, for orphan sweeping.
+        """
         name = blob_name(checkpoint.checkpoint_id)
         data = self.codec.encode(checkpoint)
-        await self._upload_create_only(name, data, _metadata_for(checkpoint))
+        await self._upload_create_only(name, data, _metadata_for(checkpoint, thread_id))
         return checkpoint.checkpoint_id
 
     async def _upload_create_only(self, name: str, data: bytes, metadata: dict[str, str]) -> None:
-        blob = self._container.get_blob_client(name)
+        blob = self.container.get_blob_client(name)
         for attempt in (1, 2):
             try:
                 with storage_unavailable_on_failure("save"):
@@ -136,17 +151,12 @@ class BlobCheckpointStorage:
 
     async def ensure_container(self) -> None:
         """Create the container if it is missing."""
-        with storage_unavailable_on_failure("create container"):
-            try:
-                await self._container.create_container()
-                logger.info("Created checkpoint container %s", self._container.container_name)
-            except ResourceExistsError:
-                pass
+        await create_container_if_missing(self.container)
 
     async def delete(self, checkpoint_id: str) -> bool:
         with storage_unavailable_on_failure("delete"):
             try:
-                await self._container.delete_blob(blob_name(checkpoint_id))
+                await self.container.delete_blob(blob_name(checkpoint_id))
             except ResourceNotFoundError:
                 return False
         return True
@@ -160,7 +170,7 @@ class BlobCheckpointStorage:
             try:
                 # Ask for one byte more than the cap: an oversized blob is refused
                 # without being read whole.
-                downloader = await self._container.download_blob(name, offset=0, length=self.codec.max_bytes + 1)
+                downloader = await self.container.download_blob(name, offset=0, length=self.codec.max_bytes + 1)
                 data = await downloader.readall()
             except ResourceNotFoundError as exc:
                 raise BlobCheckpointNotFound(f"Checkpoint '{checkpoint_id}' was not found.") from exc
@@ -171,23 +181,25 @@ class BlobCheckpointStorage:
         name = blob_name(checkpoint_id)
         with storage_unavailable_on_failure("get properties"):
             try:
-                props = await self._container.get_blob_client(name).get_blob_properties()
+                props = await self.container.get_blob_client(name).get_blob_properties()
             except ResourceNotFoundError as exc:
                 raise BlobCheckpointNotFound(f"Checkpoint '{checkpoint_id}' was not found.") from exc
         return _info_from(name, dict(props.metadata or {}), int(props.size or 0))
 
-    async def list_infos(self, *, workflow_name: str) -> list[CheckpointInfo]:
-        """Checkpoints of one workflow, from the listing alone, oldest first."""
+    async def list_all_infos(self) -> list[CheckpointInfo]:
+        """Every checkpoint's metadata, from the listing alone, oldest first."""
         infos: list[CheckpointInfo] = []
         with storage_unavailable_on_failure("list"):
             try:
-                async for blob in self._container.list_blobs(name_starts_with=BLOB_PREFIX, include=["metadata"]):
-                    info = _info_from(blob.name, dict(blob.metadata or {}), int(blob.size or 0))
-                    if info.workflow_name == workflow_name:
-                        infos.append(info)
+                async for blob in self.container.list_blobs(name_starts_with=BLOB_PREFIX, include=["metadata"]):
+                    infos.append(_info_from(blob.name, dict(blob.metadata or {}), int(blob.size or 0)))
             except ResourceNotFoundError:
                 return []
         return sorted(infos, key=lambda info: info.timestamp)
+
+    async def list_infos(self, *, workflow_name: str) -> list[CheckpointInfo]:
+        """Checkpoints of one workflow, oldest first."""
+        return [info for info in await self.list_all_infos() if info.workflow_name == workflow_name]
 
     async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
         return [info.checkpoint_id for info in await self.list_infos(workflow_name=workflow_name)]

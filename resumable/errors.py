@@ -15,6 +15,8 @@ class ResumeError(Exception):
 
     status: ClassVar[int] = 500
     code: ClassVar[str] = "internal_error"
+    # Retryable errors are never stored as an idempotent result: a retry runs again.
+    retryable: ClassVar[bool] = False
 
     def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
@@ -94,6 +96,37 @@ class WorkflowFailed(ResumeError):
 
     status = 500
     code = "workflow_failed"
+    retryable = True
+
+
+class InvalidSignature(ResumeError):
+    """The webhook signature is missing, stale or wrong (checked before any storage access)."""
+
+    status = 401
+    code = "invalid_signature"
+
+
+class ThreadBusy(ResumeError):
+    """Another turn advanced the thread first; this turn was not applied."""
+
+    status = 409
+    code = "thread_busy"
+    retryable = True
+
+
+class RequestInProgress(ResumeError):
+    """A request with this Idempotency-Key is still running."""
+
+    status = 409
+    code = "request_in_progress"
+    retryable = True
+
+
+class IdempotencyKeyReused(ResumeError):
+    """The Idempotency-Key was first used with a different request body."""
+
+    status = 422
+    code = "idempotency_key_reused"
 
 
 class StorageUnavailable(ResumeError):
@@ -101,6 +134,7 @@ class StorageUnavailable(ResumeError):
 
     status = 503
     code = "storage_unavailable"
+    retryable = True
     retry_after_seconds: ClassVar[int] = 5
 
     def headers(self) -> dict[str, str]:

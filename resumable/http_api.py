@@ -2,30 +2,40 @@
 
 Handlers take and return Starlette (FastAPI) objects because the Functions HTTP
 streaming extension, which live SSE needs, uses them for every HTTP trigger.
+
+Order of checks on a POST, cheapest and least revealing first: body size →
+webhook signature → body shape → idempotency record → checkpoint → run.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import lru_cache
 from typing import Any
 
 from fastapi import Request, Response
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import StreamingResponse
 
-from . import __version__
+from . import __version__, webhook_signature
 from .af_internals import AGENT_FRAMEWORK_VERSION
 from .blob_store import BlobCheckpointStorage
 from .checkpoint_codec import CheckpointCodec
 from .errors import InvalidRequest, PayloadTooLarge, ResumeError
+from .idempotency import Claim, IdempotencyStore, StoredResponse, fingerprint
 from .ids import validate_id
-from .run_request import parse_run_request
-from .run_service import RunService
+from .run_request import RunRequest, parse_run_request
+from .run_service import Event, RunService
 from .settings import Settings, SettingsError
-from .sse import MEDIA_TYPE
+from .sse import MEDIA_TYPE, sse_event
 from .storage_client import container_client
+from .thread_runs import ThreadRunner
+from .threads import ThreadPointers
 
 logger = logging.getLogger(__name__)
+JSON_MEDIA_TYPE = "application/json"
+_STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 class ServerMisconfigured(ResumeError):
@@ -33,11 +43,19 @@ class ServerMisconfigured(ResumeError):
     code = "server_misconfigured"
 
 
+class ThreadNotFound(ResumeError):
+    status = 404
+    code = "thread_not_found"
+
+
 @lru_cache(maxsize=8)
 def _spec(name: str) -> Any:
     from workflows import load_spec  # noqa: PLC0415 - workflows are an app concern, loaded on demand
 
-    return load_spec(name)
+    try:
+        return load_spec(name)
+    except (KeyError, TypeError) as exc:
+        raise SettingsError(str(exc)) from exc
 
 
 def build_service(settings: Settings) -> RunService:
@@ -47,14 +65,24 @@ def build_service(settings: Settings) -> RunService:
         allowed_types=(*settings.allowed_types, *spec.allowed_type_keys),
         max_bytes=settings.max_checkpoint_bytes,
     )
-    return RunService(BlobCheckpointStorage(container_client(settings), codec), spec)
+    container = container_client(settings)
+    return RunService(BlobCheckpointStorage(container, codec), spec, ThreadPointers(container))
 
 
-def error_response(error: ResumeError) -> JSONResponse:
-    return JSONResponse(error.to_body(), status_code=error.status, headers=error.headers())
+def render_json(body: dict[str, Any]) -> bytes:
+    """The exact bytes sent, so an idempotent replay can send them again."""
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-async def _settings() -> Settings:
+def json_response(body: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(render_json(body), status_code=status, media_type=JSON_MEDIA_TYPE, headers=headers)
+
+
+def error_response(error: ResumeError) -> Response:
+    return json_response(error.to_body(), error.status, error.headers())
+
+
+def _settings() -> Settings:
     try:
         return Settings.from_env()
     except SettingsError as exc:
@@ -80,42 +108,150 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-async def handle_run(request: Request) -> Response:
-    """``POST /api/runs``: HTTP → parse → load → resume → save → respond."""
+async def _guarded(what: str, handler: Callable[[], Awaitable[Response]]) -> Response:
+    """Every handler's last line of defence: documented errors as such, anything else as 500."""
     try:
-        settings = await _settings()
-        body = await read_body(request, settings.max_request_bytes)
-        run_request = parse_run_request(body, accept=request.headers.get("accept"))
-        service = build_service(settings)
-        if run_request.stream:
-            frames = await service.open_stream(run_request)
-            return StreamingResponse(
-                frames,
-                media_type=MEDIA_TYPE,
-                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-            )
-        return JSONResponse(await service.run_to_json(run_request))
+        return await handler()
     except ResumeError as exc:
         return error_response(exc)
     except Exception:
-        logger.exception("Unhandled error in POST /api/runs")
+        logger.exception("Unhandled error in %s", what)
         return error_response(ResumeError("An internal error occurred."))
+
+
+# -- POST /api/runs and POST /api/threads/{thread_id}/runs -------------------------------
+
+
+async def handle_run(request: Request) -> Response:
+    """``POST /api/runs``: HTTP → parse → load → resume → save → respond."""
+    return await _guarded("POST /api/runs", lambda: _post_run(request, thread_id=None))
+
+
+async def handle_thread_run(request: Request, thread_id: str) -> Response:
+    """``POST /api/threads/{thread_id}/runs``: the same, resuming from the thread's head."""
+    return await _guarded("POST /api/threads/runs", lambda: _post_run(request, thread_id=thread_id))
+
+
+async def _post_run(request: Request, *, thread_id: str | None) -> Response:
+    settings = _settings()
+    body = await read_body(request, settings.max_request_bytes)
+    if settings.webhook_secrets:
+        webhook_signature.verify(
+            request.headers, body, settings.webhook_secrets, tolerance_seconds=settings.webhook_tolerance_seconds
+        )
+    if thread_id is not None:
+        validate_id(thread_id, kind="thread_id")
+    run_request = parse_run_request(
+        body, accept=request.headers.get("accept"), limits=settings.limits, thread=thread_id is not None
+    )
+    service = build_service(settings)
+
+    key = request.headers.get("idempotency-key")
+    if key is None:
+        return await _execute(service, run_request, thread_id)
+    store = IdempotencyStore(service.store.container, ttl_seconds=settings.idempotency_ttl_seconds)
+    begun = await store.begin(key, fingerprint(request.method, request.url.path, body))
+    if isinstance(begun, StoredResponse):
+        return _replay(begun, stream=run_request.stream)
+    return await _execute_once(service, run_request, thread_id, store, begun)
+
+
+async def _execute(service: RunService, request: RunRequest, thread_id: str | None) -> Response:
+    if request.stream:
+        return _event_stream(await _open_stream(service, request, thread_id))
+    return json_response(await _run_to_json(service, request, thread_id))
+
+
+async def _run_to_json(service: RunService, request: RunRequest, thread_id: str | None) -> dict[str, Any]:
+    if thread_id is None:
+        return await service.run_to_json(request)
+    return await ThreadRunner(service).run_to_json(thread_id, request)
+
+
+async def _open_stream(service: RunService, request: RunRequest, thread_id: str | None) -> AsyncIterator[Event]:
+    if thread_id is None:
+        return await service.open_stream(request)
+    return await ThreadRunner(service).open_stream(thread_id, request)
+
+
+def _event_stream(events: AsyncIterator[Event]) -> StreamingResponse:
+    async def frames() -> AsyncIterator[bytes]:
+        async for name, data in events:
+            yield sse_event(name, data)
+
+    return StreamingResponse(frames(), media_type=MEDIA_TYPE, headers=_STREAM_HEADERS)
+
+
+async def _execute_once(
+    service: RunService, request: RunRequest, thread_id: str | None, store: IdempotencyStore, claim: Claim
+) -> Response:
+    """Run while holding the key; store the outcome, or release the key if it is retryable."""
+    try:
+        if not request.stream:
+            body = render_json(await _run_to_json(service, request, thread_id))
+            await store.complete(claim, 200, body)
+            return Response(body, media_type=JSON_MEDIA_TYPE)
+        events = await _open_stream(service, request, thread_id)
+    except ResumeError as exc:
+        await (store.release(claim) if exc.retryable else store.complete(claim, exc.status, render_json(exc.to_body())))
+        raise
+    except BaseException:
+        await store.release(claim)
+        raise
+    return _event_stream(_recorded(events, store, claim))
+
+
+async def _recorded(events: AsyncIterator[Event], store: IdempotencyStore, claim: Claim) -> AsyncIterator[Event]:
+    """Pass events through; store the ``done`` payload, release the key on anything else."""
+    stored = False
+    try:
+        async for name, data in events:
+            if name == "done":
+                await store.complete(claim, 200, render_json(data))
+                stored = True
+            yield name, data
+    finally:
+        if not stored:
+            await store.release(claim)
+
+
+def _replay(stored: StoredResponse, *, stream: bool) -> Response:
+    """The first response again: the same bytes, or its body as a one-event stream."""
+    if not stream or stored.status != 200:
+        return Response(stored.body, status_code=stored.status, media_type=JSON_MEDIA_TYPE)
+
+    async def frames() -> AsyncIterator[bytes]:
+        yield b"event: done\ndata: " + stored.body + b"\n\n"
+
+    return StreamingResponse(frames(), media_type=MEDIA_TYPE, headers=_STREAM_HEADERS)
+
+
+# -- GET routes ---------------------------------------------------------------------------
 
 
 async def handle_get_checkpoint(checkpoint_id: str) -> Response:
     """``GET /api/checkpoints/{id}``: metadata from blob properties; the state is not read."""
-    try:
+
+    async def get() -> Response:
         validate_id(checkpoint_id)
-        settings = await _settings()
-        info = await build_service(settings).store.get_info(checkpoint_id)
-        return JSONResponse(info.to_json())
-    except ResumeError as exc:
-        return error_response(exc)
-    except Exception:
-        logger.exception("Unhandled error in GET /api/checkpoints")
-        return error_response(ResumeError("An internal error occurred."))
+        info = await build_service(_settings()).store.get_info(checkpoint_id)
+        return json_response(info.to_json())
+
+    return await _guarded("GET /api/checkpoints", get)
+
+
+async def handle_get_thread(thread_id: str) -> Response:
+    """``GET /api/threads/{id}``: the pointer and its recent lineage."""
+
+    async def get() -> Response:
+        head = await build_service(_settings()).pointers.read(validate_id(thread_id, kind="thread_id"))
+        if head.etag is None:
+            raise ThreadNotFound(f"Thread '{thread_id}' has no turns yet.")
+        return json_response(head.to_json())
+
+    return await _guarded("GET /api/threads", get)
 
 
 async def handle_health() -> Response:
     """``GET /api/health``: liveness and versions; touches no storage."""
-    return JSONResponse({"status": "ok", "version": __version__, "agent_framework": AGENT_FRAMEWORK_VERSION})
+    return json_response({"status": "ok", "version": __version__, "agent_framework": AGENT_FRAMEWORK_VERSION})

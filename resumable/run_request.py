@@ -16,12 +16,13 @@ from agent_framework import Message
 from .atomic_resume import TurnInput
 from .errors import InvalidRequest
 from .ids import validate_id
+from .settings import InputLimits
 
-MAX_MESSAGES = 100
-MAX_MESSAGE_CHARS = 32_000
-MAX_RESPONSES = 100
 _ROLES = ("user", "system")
-_FIELDS = frozenset({"checkpoint_id", "messages", "responses", "stream"})
+_MULTITASK = ("reject", "enqueue")
+_RUN_FIELDS = frozenset({"checkpoint_id", "messages", "responses", "stream"})
+# A thread run resumes from the thread's head, so it names no checkpoint.
+_THREAD_FIELDS = frozenset({"messages", "responses", "stream", "multitask"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +30,7 @@ class RunRequest:
     checkpoint_id: str | None
     turn: TurnInput
     stream: bool
+    multitask: str = "reject"
 
 
 def wants_event_stream(accept: str | None) -> bool:
@@ -36,45 +38,62 @@ def wants_event_stream(accept: str | None) -> bool:
     return bool(accept) and any(part.split(";")[0].strip() == "text/event-stream" for part in accept.split(","))
 
 
-def parse_run_request(body: bytes, *, accept: str | None = None) -> RunRequest:
-    """Turn raw body bytes into a validated request, or raise ``InvalidRequest``."""
+def parse_run_request(
+    body: bytes,
+    *,
+    accept: str | None = None,
+    limits: InputLimits = InputLimits(),  # noqa: B008 - immutable
+    thread: bool = False,
+) -> RunRequest:
+    """Turn raw body bytes into a validated request, or raise ``InvalidRequest``.
+
+    ``thread`` parses the body of ``POST /api/threads/{id}/runs``.
+    """
     try:
         data: Any = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         raise InvalidRequest("The body must be a JSON object encoded as UTF-8.") from None
     if not isinstance(data, dict):
         raise InvalidRequest("The body must be a JSON object.")
-    unknown = sorted(set(data) - _FIELDS)
+    allowed = _THREAD_FIELDS if thread else _RUN_FIELDS
+    unknown = sorted(set(data) - allowed)
     if unknown:
-        raise InvalidRequest(f"Unknown field(s): {', '.join(unknown)}.", details={"allowed": sorted(_FIELDS)})
+        raise InvalidRequest(f"Unknown field(s): {', '.join(unknown)}.", details={"allowed": sorted(allowed)})
 
     checkpoint_id = data.get("checkpoint_id")
     if checkpoint_id is not None:
         checkpoint_id = validate_id(checkpoint_id, kind="checkpoint_id")
-    messages = _parse_messages(data["messages"]) if data.get("messages") is not None else None
-    responses = _parse_responses(data["responses"]) if data.get("responses") is not None else None
+    messages = _parse_messages(data["messages"], limits) if data.get("messages") is not None else None
+    responses = _parse_responses(data["responses"], limits) if data.get("responses") is not None else None
     stream = data.get("stream", False)
     if not isinstance(stream, bool):
         raise InvalidRequest("'stream' must be true or false.")
+    multitask = data.get("multitask", "reject")
+    if multitask not in _MULTITASK:
+        raise InvalidRequest(f"'multitask' must be one of {', '.join(_MULTITASK)}.")
+    if messages is not None and responses is not None:
+        raise InvalidRequest("Send either 'messages' or 'responses', not both.")
 
-    if responses is not None and checkpoint_id is None:
-        raise InvalidRequest("'responses' answers requests pending in a checkpoint, so it needs 'checkpoint_id'.")
-    if messages is None and checkpoint_id is None:
-        raise InvalidRequest("Nothing to do: send 'messages', a 'checkpoint_id', or both.")
+    if not thread:
+        if responses is not None and checkpoint_id is None:
+            raise InvalidRequest("'responses' answers requests pending in a checkpoint, so it needs 'checkpoint_id'.")
+        if messages is None and checkpoint_id is None:
+            raise InvalidRequest("Nothing to do: send 'messages', a 'checkpoint_id', or both.")
     return RunRequest(
         checkpoint_id=checkpoint_id,
         turn=TurnInput(messages=messages, responses=responses),
         stream=stream or wants_event_stream(accept),
+        multitask=multitask,
     )
 
 
-def _parse_messages(value: Any) -> list[Message]:
+def _parse_messages(value: Any, limits: InputLimits) -> list[Message]:
     if isinstance(value, str):
         value = [{"role": "user", "content": value}]
     if not isinstance(value, list) or not value:
         raise InvalidRequest("'messages' must be a non-empty string or a non-empty list of messages.")
-    if len(value) > MAX_MESSAGES:
-        raise InvalidRequest(f"'messages' holds at most {MAX_MESSAGES} messages.")
+    if len(value) > limits.max_messages:
+        raise InvalidRequest(f"'messages' holds at most {limits.max_messages} messages.")
     parsed: list[Message] = []
     for index, item in enumerate(value):
         where = f"messages[{index}]"
@@ -85,19 +104,19 @@ def _parse_messages(value: Any) -> list[Message]:
             raise InvalidRequest(f"{where}.role must be one of {', '.join(_ROLES)}.")
         if not isinstance(content, str) or not content.strip():
             raise InvalidRequest(f"{where}.content must be a non-empty string.")
-        if len(content) > MAX_MESSAGE_CHARS:
-            raise InvalidRequest(f"{where}.content is longer than {MAX_MESSAGE_CHARS} characters.")
+        if len(content) > limits.max_message_chars:
+            raise InvalidRequest(f"{where}.content is longer than {limits.max_message_chars} characters.")
         parsed.append(Message(role=role, contents=[content]))
     if not any(m.role == "user" for m in parsed):
         raise InvalidRequest("'messages' must include at least one user message.")
     return parsed
 
 
-def _parse_responses(value: Any) -> dict[str, Any]:
+def _parse_responses(value: Any, limits: InputLimits) -> dict[str, Any]:
     if not isinstance(value, dict) or not value:
         raise InvalidRequest("'responses' must be a non-empty object of {request_id: answer}.")
-    if len(value) > MAX_RESPONSES:
-        raise InvalidRequest(f"'responses' holds at most {MAX_RESPONSES} answers.")
+    if len(value) > limits.max_responses:
+        raise InvalidRequest(f"'responses' holds at most {limits.max_responses} answers.")
     for request_id in value:
         validate_id(request_id, kind="request_id")
     return dict(value)

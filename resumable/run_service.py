@@ -15,12 +15,15 @@ from agent_framework import Workflow, WorkflowCheckpoint, WorkflowEvent
 
 from .atomic_resume import ResumedRun, prepare_resume
 from .blob_store import BlobCheckpointStorage
-from .errors import ResumeError, WorkflowFailed
+from .errors import ResumeError, ThreadBusy, WorkflowFailed
 from .run_request import RunRequest
 from .run_result import ResultCollector
-from .sse import sse_event
+from .threads import ThreadHead, ThreadPointers
 
 logger = logging.getLogger(__name__)
+
+# (event name, data) pairs; ``sse.sse_event`` frames them.
+Event = tuple[str, dict[str, Any]]
 
 
 class WorkflowSource(Protocol):
@@ -30,9 +33,10 @@ class WorkflowSource(Protocol):
 
 
 class RunService:
-    def __init__(self, store: BlobCheckpointStorage, spec: WorkflowSource) -> None:
+    def __init__(self, store: BlobCheckpointStorage, spec: WorkflowSource, pointers: ThreadPointers) -> None:
         self.store = store
         self.spec = spec
+        self.pointers = pointers
 
     async def _prepare(self, request: RunRequest) -> ResumedRun:
         """Load and validate the checkpoint and hydrate a fresh workflow; run nothing."""
@@ -41,22 +45,36 @@ class RunService:
             checkpoint = await self.store.load(request.checkpoint_id)
         return await prepare_resume(self.spec.build(), checkpoint, request.turn, stream=request.stream)
 
-    async def _save(self, run: ResumedRun, collector: ResultCollector) -> dict[str, Any]:
+    async def _save(self, run: ResumedRun, collector: ResultCollector, head: ThreadHead | None) -> dict[str, Any]:
+        """Persist the final checkpoint; for a thread turn, then advance the pointer.
+
+        A turn that loses the pointer race deletes its checkpoint (best effort) and
+        raises ``ThreadBusy``; nothing it did remains visible.
+        """
         saved = await run.final_checkpoint()
-        await self.store.save(saved)
+        await self.store.save(saved, thread_id=head.thread_id if head else None)
+        if head is not None:
+            try:
+                await self.pointers.advance(head, saved.checkpoint_id)
+            except ThreadBusy:
+                try:
+                    await self.store.delete(saved.checkpoint_id)
+                except ResumeError:
+                    logger.warning("Could not delete orphan checkpoint %s", saved.checkpoint_id)
+                raise
         return collector.body(saved)
 
-    async def run_to_json(self, request: RunRequest) -> dict[str, Any]:
+    async def run_to_json(self, request: RunRequest, *, head: ThreadHead | None = None) -> dict[str, Any]:
         """Run the call to completion and return the response body."""
         run = await self._prepare(request)
         collector = ResultCollector()
         async with aclosing(run.events()) as events:
             async for event in events:
                 collector.add(event)
-        return await self._save(run, collector)
+        return await self._save(run, collector, head)
 
-    async def open_stream(self, request: RunRequest) -> AsyncIterator[bytes]:
-        """Validate, hydrate and start the run, then return its SSE frames.
+    async def open_stream(self, request: RunRequest, *, head: ThreadHead | None = None) -> AsyncIterator[Event]:
+        """Validate, hydrate and start the run, then return its events.
 
         Everything that can be refused (bad checkpoint, bad input, the framework's own
         pre-run checks) is decided before this returns, so it still becomes a plain
@@ -69,22 +87,26 @@ class RunService:
         except BaseException:
             await events.aclose()
             raise
-        return self._frames(run, first, events)
+        return self._stream(run, first, events, head)
 
-    async def _frames(
-        self, run: ResumedRun, first: WorkflowEvent, events: AsyncIterator[WorkflowEvent]
-    ) -> AsyncIterator[bytes]:
+    async def _stream(
+        self,
+        run: ResumedRun,
+        first: WorkflowEvent,
+        events: AsyncIterator[WorkflowEvent],
+        head: ThreadHead | None,
+    ) -> AsyncIterator[Event]:
         collector = ResultCollector()
         try:
             async with aclosing(events):  # type: ignore[type-var]
                 collector.add(first)
                 async for event in events:
-                    frame = collector.add(event)
-                    if frame is not None:
-                        yield sse_event(*frame)
-            yield sse_event("done", await self._save(run, collector))
+                    item = collector.add(event)
+                    if item is not None:
+                        yield item
+            yield "done", await self._save(run, collector, head)
         except ResumeError as exc:
-            yield sse_event("error", exc.to_body())
+            yield "error", exc.to_body()
         except Exception:
             logger.exception("Streaming run failed")
-            yield sse_event("error", WorkflowFailed("The workflow run failed; nothing was saved.").to_body())
+            yield "error", WorkflowFailed("The workflow run failed; nothing was saved.").to_body()

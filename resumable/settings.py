@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .checkpoint_codec import DEFAULT_MAX_CHECKPOINT_BYTES
+from .webhook_signature import secret_bytes
 
 # The two places checkpoint storage can be configured, in order of precedence. Each
 # is either a connection string (PREFIX) or a service URI for managed identity
@@ -24,7 +25,13 @@ TUNING_SETTINGS = (
     "CHECKPOINT_ALLOWED_TYPES",
     "MAX_REQUEST_BYTES",
     "MAX_CHECKPOINT_BYTES",
+    "MAX_MESSAGES",
+    "MAX_MESSAGE_CHARS",
+    "MAX_RESPONSES",
     "STORAGE_TIMEOUT_SECONDS",
+    "IDEMPOTENCY_TTL_SECONDS",
+    "WEBHOOK_SECRET",
+    "WEBHOOK_TOLERANCE_SECONDS",
     "WORKFLOW",
 )
 # Every setting this package reads.
@@ -56,13 +63,29 @@ class StorageTarget:
 
 
 @dataclass(frozen=True, slots=True)
+class InputLimits:
+    """Caps on what one request may carry, beyond the body size."""
+
+    max_messages: int = 100
+    max_message_chars: int = 32_000
+    max_responses: int = 100
+
+
+_DEFAULT_LIMITS = InputLimits()
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     storage: StorageTarget
     container: str
     allowed_types: tuple[str, ...]
     max_request_bytes: int
     max_checkpoint_bytes: int
+    limits: InputLimits
     storage_timeout_seconds: float
+    idempotency_ttl_seconds: int
+    webhook_secrets: tuple[str, ...]
+    webhook_tolerance_seconds: int
     workflow: str
 
     @classmethod
@@ -74,7 +97,16 @@ class Settings:
             allowed_types=tuple(t.strip() for t in env.get("CHECKPOINT_ALLOWED_TYPES", "").split(",") if t.strip()),
             max_request_bytes=_positive_int(env, "MAX_REQUEST_BYTES", DEFAULT_MAX_REQUEST_BYTES),
             max_checkpoint_bytes=_positive_int(env, "MAX_CHECKPOINT_BYTES", DEFAULT_MAX_CHECKPOINT_BYTES),
+            limits=InputLimits(
+                max_messages=_positive_int(env, "MAX_MESSAGES", _DEFAULT_LIMITS.max_messages),
+                max_message_chars=_positive_int(env, "MAX_MESSAGE_CHARS", _DEFAULT_LIMITS.max_message_chars),
+                max_responses=_positive_int(env, "MAX_RESPONSES", _DEFAULT_LIMITS.max_responses),
+            ),
             storage_timeout_seconds=float(_positive_int(env, "STORAGE_TIMEOUT_SECONDS", 10)),
+            idempotency_ttl_seconds=_positive_int(env, "IDEMPOTENCY_TTL_SECONDS", 24 * 3600),
+            # Several secrets, space- or comma-separated, so a secret can be rotated.
+            webhook_secrets=_webhook_secrets(env),
+            webhook_tolerance_seconds=_positive_int(env, "WEBHOOK_TOLERANCE_SECONDS", 300),
             workflow=env.get("WORKFLOW", "").strip() or "default",
         )
 
@@ -91,6 +123,17 @@ def _storage_target(env: Mapping[str, str]) -> StorageTarget:
         "No checkpoint storage configured: set CHECKPOINT_STORAGE (a connection string) or "
         "CHECKPOINT_STORAGE__blobServiceUri (managed identity); AzureWebJobsStorage is the fallback."
     )
+
+
+def _webhook_secrets(env: Mapping[str, str]) -> tuple[str, ...]:
+    # Several secrets, space- or comma-separated, so a secret can be rotated.
+    secrets = tuple(s for s in env.get("WEBHOOK_SECRET", "").replace(",", " ").split() if s)
+    for secret in secrets:
+        try:
+            secret_bytes(secret)
+        except ValueError as exc:
+            raise SettingsError(f"WEBHOOK_SECRET: {exc}") from None
+    return secrets
 
 
 def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:

@@ -6,7 +6,8 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from azure.core.exceptions import AzureError, HttpResponseError, ResourceNotFoundError
+from azure.core.exceptions import AzureError, HttpResponseError, ResourceExistsError, ResourceNotFoundError
+from azure.storage.blob.aio import ContainerClient
 
 from .errors import StorageUnavailable
 
@@ -39,3 +40,13 @@ def storage_unavailable_on_failure(operation: str) -> Iterator[None]:
     except (TimeoutError, AzureError, OSError) as exc:
         logger.warning("Blob %s failed: %s", operation, type(exc).__name__)
         raise StorageUnavailable(f"Checkpoint storage could not be reached during {operation}.") from exc
+
+
+async def create_container_if_missing(container: ContainerClient) -> None:
+    """Create the container on first use; racing creators both succeed."""
+    with storage_unavailable_on_failure("create container"):
+        try:
+            await container.create_container()
+            logger.info("Created blob container %s", container.container_name)
+        except ResourceExistsError:
+            pass

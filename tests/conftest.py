@@ -11,10 +11,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+import workflows
 from devtools.azurite import Azurite, start_azurite
 from devtools.function_host import FunctionHost
 from devtools.op_counter import OperationCounter
-from resumable import storage_client
+from resumable import http_api, storage_client
+from tests import recording_workflow
 
 _EXPORTER = InMemorySpanExporter()
 
@@ -65,3 +67,17 @@ def host(storage_env: str) -> FunctionHost:
     import function_app
 
     return FunctionHost(function_app.app)
+
+
+@pytest.fixture
+def recording(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> Iterator[FunctionHost]:
+    """The function app hosting the call-recording workflow instead of the default."""
+    monkeypatch.setitem(workflows.REGISTRY, "recording", "tests.recording_workflow:SPEC")
+    monkeypatch.setenv("WORKFLOW", "recording")
+    recording_workflow.CALLS.clear()
+    recording_workflow.RELEASE.clear()
+    recording_workflow.WAITING.clear()
+    recording_workflow.GAVE_UP.clear()
+    http_api._spec.cache_clear()
+    yield host
+    http_api._spec.cache_clear()

@@ -16,6 +16,7 @@ from workflows import WorkflowSpec
 
 CALLS: list[tuple[str, str]] = []
 RELEASE = asyncio.Event()
+WAITING = asyncio.Event()
 GAVE_UP: list[str] = []
 NAME = "recording"
 
@@ -58,6 +59,7 @@ class Tail(Executor):
     async def on_text(self, text: str, ctx: WorkflowContext[None, Message]) -> None:
         CALLS.append((self.id, text))
         if "wait" in text:
+            WAITING.set()
             try:
                 await asyncio.wait_for(RELEASE.wait(), timeout=10)
             except TimeoutError:

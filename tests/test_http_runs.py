@@ -7,10 +7,8 @@ from typing import Any
 
 import pytest
 
-import workflows
 from devtools.function_host import FunctionHost, HostResponse
 from devtools.op_counter import OperationCounter
-from resumable import http_api
 from resumable.blob_store import BlobCheckpointStorage
 from resumable.checkpoint_codec import CheckpointCodec
 from resumable.settings import Settings
@@ -46,19 +44,6 @@ async def turn(host: FunctionHost, text: str, checkpoint_id: str | None = None, 
 
 def store() -> BlobCheckpointStorage:
     return BlobCheckpointStorage(container_client(Settings.from_env()), CheckpointCodec())
-
-
-@pytest.fixture
-def recording(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> FunctionHost:
-    """The function app hosting the call-recording workflow instead of the default."""
-    monkeypatch.setitem(workflows.REGISTRY, "recording", "tests.recording_workflow:SPEC")
-    monkeypatch.setenv("WORKFLOW", "recording")
-    recording_workflow.CALLS.clear()
-    recording_workflow.RELEASE.clear()
-    recording_workflow.GAVE_UP.clear()
-    http_api._spec.cache_clear()
-    yield host
-    http_api._spec.cache_clear()
 
 
 # -- the conversation ------------------------------------------------------------
@@ -170,7 +155,7 @@ async def _saved_ids() -> list[str]:
 async def _put_raw(checkpoint_id: str, data: bytes) -> None:
     s = store()
     await s.ensure_container()
-    await s._container.upload_blob(f"checkpoints/{checkpoint_id}.json", data)
+    await s.container.upload_blob(f"checkpoints/{checkpoint_id}.json", data)
 
 
 async def _tampered(field: str, value: Any, recording: FunctionHost) -> str:
@@ -373,6 +358,8 @@ def test_routes_and_auth_levels_are_registered_as_documented(host: FunctionHost)
     table = {(r.name, tuple(sorted(r.methods)), r.auth_level) for r in host.routes}
     assert table == {
         ("runs", ("POST",), "FUNCTION"),
+        ("thread_runs", ("POST",), "FUNCTION"),
+        ("get_thread", ("GET",), "FUNCTION"),
         ("get_checkpoint", ("GET",), "FUNCTION"),
         ("health", ("GET",), "ANONYMOUS"),
     }

@@ -20,6 +20,9 @@ param instanceMemoryMB int
 @minValue(1)
 @maxValue(1000)
 param maximumInstanceCount int
+@secure()
+@description('Webhook signing secret(s); empty turns signature verification off.')
+param webhookSecret string = ''
 @description('Subnet for outbound VNet integration; empty for none.')
 param virtualNetworkSubnetId string = ''
 
@@ -35,7 +38,15 @@ var appSettings = {
   CHECKPOINT_ALLOWED_TYPES: ''
   MAX_REQUEST_BYTES: '1048576'
   MAX_CHECKPOINT_BYTES: '4194304'
+  MAX_MESSAGES: '100'
+  MAX_MESSAGE_CHARS: '32000'
+  MAX_RESPONSES: '100'
   STORAGE_TIMEOUT_SECONDS: '10'
+  IDEMPOTENCY_TTL_SECONDS: '86400'
+  // Standard Webhooks secrets (whsec_...), space-separated during rotation. Empty turns
+  // verification off; in production use a Key Vault reference rather than a literal.
+  WEBHOOK_SECRET: webhookSecret
+  WEBHOOK_TOLERANCE_SECONDS: '300'
   WORKFLOW: 'default'
   PYTHON_ENABLE_INIT_INDEXING: '1'
   APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsightsConnectionString

@@ -1,0 +1,120 @@
+"""Small JSON records in blobs, updated only by ETag compare-and-swap.
+
+Thread pointers and idempotency records share these semantics: create only if
+absent, replace only if unchanged since read, so two writers can never both win.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from azure.core import MatchConditions
+from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
+from azure.storage.blob.aio import ContainerClient
+
+from .storage_errors import create_container_if_missing, error_code, storage_unavailable_on_failure
+
+MAX_RECORD_BYTES = 1024 * 1024
+
+
+class RecordConflict(Exception):
+    """Someone else created or changed the record first."""
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    data: dict[str, Any]
+    etag: str
+
+
+def _is_conflict(exc: HttpResponseError) -> bool:
+    return exc.status_code in (409, 412) or error_code(exc) in ("BlobAlreadyExists", "ConditionNotMet")
+
+
+class BlobRecords:
+    """JSON records under one name prefix of a container."""
+
+    def __init__(self, container: ContainerClient, prefix: str) -> None:
+        self._container = container
+        self._prefix = prefix
+
+    def _blob(self, name: str) -> Any:
+        return self._container.get_blob_client(f"{self._prefix}{name}.json")
+
+    async def get(self, name: str) -> Record | None:
+        with storage_unavailable_on_failure("read record"):
+            try:
+                downloader = await self._blob(name).download_blob(offset=0, length=MAX_RECORD_BYTES)
+                raw = await downloader.readall()
+            except ResourceNotFoundError:
+                return None
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            data = {}
+        return Record(data if isinstance(data, dict) else {}, str(downloader.properties.etag))
+
+    async def create(self, name: str, data: dict[str, Any]) -> Record:
+        """Create the record; ``RecordConflict`` if it already exists."""
+        body = json.dumps(data, separators=(",", ":")).encode()
+        for attempt in (1, 2):
+            try:
+                with storage_unavailable_on_failure("create record"):
+                    result = await self._blob(name).upload_blob(body, overwrite=False)
+                return Record(data, str(result["etag"]))
+            except ResourceExistsError as exc:
+                raise RecordConflict(name) from exc
+            except ResourceNotFoundError:
+                if attempt == 2:
+                    raise
+                await create_container_if_missing(self._container)
+            except HttpResponseError as exc:
+                if _is_conflict(exc):
+                    raise RecordConflict(name) from exc
+                raise
+        raise AssertionError("unreachable")
+
+    async def replace(self, name: str, data: dict[str, Any], etag: str) -> Record:
+        """Overwrite the record if it still has ``etag``; ``RecordConflict`` otherwise."""
+        body = json.dumps(data, separators=(",", ":")).encode()
+        try:
+            with storage_unavailable_on_failure("replace record"):
+                result = await self._blob(name).upload_blob(
+                    body, overwrite=True, etag=etag, match_condition=MatchConditions.IfNotModified
+                )
+        except (ResourceNotFoundError, ResourceExistsError) as exc:
+            raise RecordConflict(name) from exc
+        except HttpResponseError as exc:
+            if _is_conflict(exc):
+                raise RecordConflict(name) from exc
+            raise
+        return Record(data, str(result["etag"]))
+
+    async def delete(self, name: str, etag: str | None = None) -> bool:
+        """Delete the record (only if unchanged, when ``etag`` is given)."""
+        kwargs: dict[str, Any] = {}
+        if etag is not None:
+            kwargs = {"etag": etag, "match_condition": MatchConditions.IfNotModified}
+        with storage_unavailable_on_failure("delete record"):
+            try:
+                await self._blob(name).delete_blob(**kwargs)
+            except ResourceNotFoundError:
+                return False
+            except HttpResponseError as exc:
+                if _is_conflict(exc):
+                    return False
+                raise
+        return True
+
+    async def names(self) -> list[str]:
+        """Every record name under the prefix (a listing, no downloads)."""
+        found: list[str] = []
+        with storage_unavailable_on_failure("list records"):
+            try:
+                async for blob in self._container.list_blobs(name_starts_with=self._prefix):
+                    found.append(blob.name.removeprefix(self._prefix).removesuffix(".json"))
+            except ResourceNotFoundError:
+                return []
+        return found

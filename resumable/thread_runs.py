@@ -1,0 +1,76 @@
+"""Turns on a thread: resume from its head, commit by compare-and-swap, retry if asked.
+
+``multitask="reject"`` (the default): a turn that races another on the same thread
+gets 409 ``thread_busy`` and changes nothing. ``"enqueue"``: it runs again on top of
+the winner's checkpoint, with backoff and jitter, up to ``MAX_ATTEMPTS`` times.
+Retries happen only before a response starts: a streaming turn that loses the race
+after its events were sent reports ``thread_busy`` in an ``error`` event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from typing import Any
+
+from .errors import ThreadBusy
+from .run_request import RunRequest
+from .run_service import Event, RunService
+from .threads import ThreadLocks
+
+MAX_ATTEMPTS = 30
+_BASE_DELAY = 0.02
+_MAX_DELAY = 0.5
+
+# One per worker process: turns on this worker serialize per thread.
+process_locks = ThreadLocks()
+
+
+def _backoff(attempt: int) -> float:
+    """Exponential backoff with full jitter, so racing retries spread out."""
+    return random.uniform(0, min(_MAX_DELAY, _BASE_DELAY * 2**attempt))  # noqa: S311 - not cryptographic
+
+
+class ThreadRunner:
+    def __init__(self, service: RunService, locks: ThreadLocks = process_locks) -> None:
+        self.service = service
+        self.locks = locks
+
+    async def run_to_json(self, thread_id: str, request: RunRequest) -> dict[str, Any]:
+        enqueue = request.multitask == "enqueue"
+        attempts = MAX_ATTEMPTS if enqueue else 1
+        for attempt in range(attempts):
+            try:
+                async with self.locks.hold(thread_id, wait=enqueue):
+                    head = await self.service.pointers.read(thread_id)
+                    turn = dataclasses.replace(request, checkpoint_id=head.checkpoint_id)
+                    return await self.service.run_to_json(turn, head=head)
+            except ThreadBusy:
+                if attempt == attempts - 1:
+                    raise
+            await asyncio.sleep(_backoff(attempt))
+        raise AssertionError("unreachable")
+
+    async def open_stream(self, thread_id: str, request: RunRequest) -> AsyncIterator[Event]:
+        """Hold this worker's turn on the thread for as long as the stream runs."""
+        hold = AsyncExitStack()
+        await hold.enter_async_context(self.locks.hold(thread_id, wait=request.multitask == "enqueue"))
+        try:
+            head = await self.service.pointers.read(thread_id)
+            turn = dataclasses.replace(request, checkpoint_id=head.checkpoint_id)
+            events = await self.service.open_stream(turn, head=head)
+        except BaseException:
+            await hold.aclose()
+            raise
+        return self._released_after(events, hold)
+
+    @staticmethod
+    async def _released_after(events: AsyncIterator[Event], hold: AsyncExitStack) -> AsyncIterator[Event]:
+        try:
+            async for event in events:
+                yield event
+        finally:
+            await hold.aclose()

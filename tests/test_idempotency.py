@@ -1,0 +1,97 @@
+"""Idempotency-Key: byte-identical replays, key reuse, in-progress duplicates."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from devtools.function_host import FunctionHost
+from devtools.op_counter import OperationCounter
+from tests import recording_workflow
+
+URL = "/api/runs"
+
+
+async def keyed(host: FunctionHost, key: str, body: dict, url: str = URL, **headers: str):
+    return await host.request("POST", url, json_body=body, headers={"Idempotency-Key": key, **headers})
+
+
+async def test_a_retry_gets_the_same_bytes_and_runs_nothing(recording: FunctionHost, ops: OperationCounter) -> None:
+    first = await keyed(recording, "key-1", {"messages": "hello"})
+    first_bytes = await first.body()
+    assert first.status == 200
+    calls = list(recording_workflow.CALLS)
+    ops.reset()
+    again = await keyed(recording, "key-1", {"messages": "hello"})
+    assert again.status == 200
+    assert await again.body() == first_bytes
+    assert calls == recording_workflow.CALLS
+    assert dict(ops.counts) == {"PUT": 1, "GET": 1}  # the failed claim, then the stored record
+    print(f"\n[idempotency] replay cost: {dict(ops.counts)}")
+
+
+async def test_the_same_key_with_another_body_is_422(recording: FunctionHost) -> None:
+    assert (await keyed(recording, "key-2", {"messages": "hello"})).status == 200
+    reused = await keyed(recording, "key-2", {"messages": "something else"})
+    assert reused.status == 422
+    assert (await reused.json())["error"]["code"] == "idempotency_key_reused"
+    other_route = await keyed(recording, "key-2", {"messages": "hello"}, url="/api/threads/t/runs")
+    assert other_route.status == 422
+
+
+async def test_a_duplicate_while_the_first_runs_is_409(recording: FunctionHost) -> None:
+    body = {"messages": "wait for it"}
+    first = asyncio.ensure_future(keyed(recording, "key-3", body))
+    await asyncio.wait_for(recording_workflow.WAITING.wait(), timeout=10)
+    duplicate = await keyed(recording, "key-3", body)
+    assert duplicate.status == 409
+    assert (await duplicate.json())["error"]["code"] == "request_in_progress"
+    recording_workflow.RELEASE.set()
+    assert (await first).status == 200
+    assert (await keyed(recording, "key-3", body)).status == 200
+
+
+async def test_a_retryable_failure_releases_the_key(recording: FunctionHost) -> None:
+    failed = await keyed(recording, "key-4", {"messages": "fail"})
+    assert failed.status == 500
+    calls = len(recording_workflow.CALLS)
+    retried = await keyed(recording, "key-4", {"messages": "fail"})
+    assert retried.status == 500
+    assert len(recording_workflow.CALLS) > calls  # it ran again
+
+
+async def test_a_deterministic_error_is_stored(recording: FunctionHost) -> None:
+    body = {"checkpoint_id": "missing", "messages": "x"}
+    first = await keyed(recording, "key-5", body)
+    again = await keyed(recording, "key-5", body)
+    assert first.status == again.status == 404
+    assert await first.body() == await again.body()
+
+
+async def test_streaming_replays_the_done_payload(recording: FunctionHost) -> None:
+    body = {"messages": "stream me", "stream": True}
+    first = [e async for e in (await keyed(recording, "key-6", body)).events()]
+    assert first[-1][0] == "done"
+    calls = list(recording_workflow.CALLS)
+    replay = [e async for e in (await keyed(recording, "key-6", body)).events()]
+    assert replay == [first[-1]]
+    assert calls == recording_workflow.CALLS
+
+
+async def test_a_thread_turn_is_not_applied_twice(host: FunctionHost) -> None:
+    body = {"messages": "pay the invoice"}
+    first = await keyed(host, "webhook-delivery-1", body, url="/api/threads/billing/runs")
+    again = await keyed(host, "webhook-delivery-1", body, url="/api/threads/billing/runs")
+    assert await first.body() == await again.body()
+    head = await (await host.request("GET", "/api/threads/billing")).json()
+    assert head["turns"] == 1
+
+
+@pytest.mark.parametrize("key", ["", "x" * 256, "tab\there", "é"])
+async def test_malformed_keys_are_400(host: FunctionHost, key: str) -> None:
+    response = await host.request(
+        "POST", URL, body=json.dumps({"messages": "x"}).encode(), headers={"Idempotency-Key": key}
+    )
+    assert response.status == 400

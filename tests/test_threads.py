@@ -1,0 +1,160 @@
+"""Threads: pointer compare-and-swap, reject/enqueue under concurrency, lineage, orphans."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import pytest
+from agent_framework import Message
+
+from devtools.function_host import FunctionHost
+from resumable import http_api
+from resumable.atomic_resume import TurnInput
+from resumable.errors import ThreadBusy
+from resumable.run_request import RunRequest
+from resumable.settings import Settings
+from resumable.thread_runs import ThreadRunner
+from resumable.threads import ThreadLocks, sweep_orphans
+
+
+async def thread_turn(host: FunctionHost, thread_id: str, body: dict) -> tuple[int, dict]:
+    response = await host.request("POST", f"/api/threads/{thread_id}/runs", json_body=body)
+    return response.status, await response.json()
+
+
+async def lineage(service, head_id: str | None) -> list[str]:
+    chain = []
+    while head_id:
+        chain.append(head_id)
+        head_id = (await service.store.get_info(head_id)).previous_checkpoint_id
+    return chain
+
+
+async def test_a_thread_remembers_its_head(host: FunctionHost) -> None:
+    status, first = await thread_turn(host, "conv-1", {"messages": "hello"})
+    assert status == 200
+    assert first["previous_checkpoint_id"] is None
+    status, second = await thread_turn(host, "conv-1", {"messages": "again"})
+    assert status == 200
+    assert second["previous_checkpoint_id"] == first["checkpoint_id"]
+    assert "turn 2" in second["messages"][0]["content"]
+
+    head = await (await host.request("GET", "/api/threads/conv-1")).json()
+    assert head == {
+        "thread_id": "conv-1",
+        "checkpoint_id": second["checkpoint_id"],
+        "turns": 2,
+        "recent_checkpoint_ids": [second["checkpoint_id"], first["checkpoint_id"]],
+    }
+
+
+async def test_thread_errors(host: FunctionHost) -> None:
+    missing = await host.request("GET", "/api/threads/nobody")
+    assert (missing.status, (await missing.json())["error"]["code"]) == (404, "thread_not_found")
+    assert (await host.request("GET", "/api/threads/a..b")).status == 400
+    status, body = await thread_turn(host, "t1", {"checkpoint_id": "x", "messages": "hi"})
+    assert (status, body["error"]["code"]) == (400, "invalid_request")
+    status, body = await thread_turn(host, "t1", {"messages": "hi", "multitask": "sometimes"})
+    assert status == 400
+    status, body = await thread_turn(host, "fresh", {"responses": {"r1": "yes"}})
+    assert status == 400
+
+
+async def test_human_in_the_loop_on_a_thread(host: FunctionHost) -> None:
+    _, paused = await thread_turn(host, "hitl", {"messages": "needs approval"})
+    [request] = paused["pending_requests"]
+    status, refused = await thread_turn(host, "hitl", {"messages": "hello?"})
+    assert (status, refused["error"]["code"]) == (409, "pending_requests")
+    _, done = await thread_turn(host, "hitl", {"responses": {request["request_id"]: "ok"}})
+    assert done["status"] == "idle"
+    assert done["previous_checkpoint_id"] == paused["checkpoint_id"]
+
+
+async def test_streaming_thread_turn_advances_the_pointer(host: FunctionHost) -> None:
+    await thread_turn(host, "s", {"messages": "one"})
+    response = await host.request("POST", "/api/threads/s/runs", json_body={"messages": "two", "stream": True})
+    events = [e async for e in response.events()]
+    assert events[-1][0] == "done"
+    head = await (await host.request("GET", "/api/threads/s")).json()
+    assert head["checkpoint_id"] == events[-1][1]["checkpoint_id"]
+    assert head["turns"] == 2
+
+
+# -- concurrency ---------------------------------------------------------------------
+
+TURNS = 20
+
+
+@pytest.mark.parametrize("multitask", ["reject", "enqueue"])
+async def test_concurrent_turns_through_one_worker(host: FunctionHost, multitask: str) -> None:
+    results = await asyncio.gather(
+        *(thread_turn(host, "busy", {"messages": f"m{i}", "multitask": multitask}) for i in range(TURNS))
+    )
+    winners = [body for status, body in results if status == 200]
+    losers = [body for status, body in results if status != 200]
+    assert all(body["error"]["code"] == "thread_busy" for body in losers)
+    service = http_api.build_service(Settings.from_env())
+    head = await service.pointers.read("busy")
+    chain = await lineage(service, head.checkpoint_id)
+    assert head.turns == len(winners) == len(chain)
+    assert sorted(chain) == sorted(w["checkpoint_id"] for w in winners)
+    if multitask == "reject":
+        assert len(winners) >= 1
+    else:
+        assert len(winners) == TURNS
+        turns = sorted(int(re.search(r"turn (\d+)", w["messages"][0]["content"])[1]) for w in winners)
+        assert turns == list(range(1, TURNS + 1))
+    print(f"\n[threads] one worker, {multitask}: {len(winners)}/{TURNS} applied, {len(losers)} thread_busy")
+
+
+def _turn(text: str, multitask: str) -> RunRequest:
+    return RunRequest(None, TurnInput(messages=[Message(role="user", contents=[text])]), False, multitask)
+
+
+@pytest.mark.parametrize("multitask", ["reject", "enqueue"])
+async def test_concurrent_turns_across_workers_race_on_the_etag(storage_env: str, multitask: str) -> None:
+    """Each runner has its own locks, like separate worker processes: only the ETag decides."""
+    service = http_api.build_service(Settings.from_env())
+    await service.store.ensure_container()
+    runners = [ThreadRunner(service, ThreadLocks()) for _ in range(TURNS)]
+
+    async def attempt(i: int) -> dict | None:
+        try:
+            return await runners[i].run_to_json("race", _turn(f"m{i}", multitask))
+        except ThreadBusy:
+            return None
+
+    results = await asyncio.gather(*(attempt(i) for i in range(TURNS)))
+    winners = [r for r in results if r is not None]
+    head = await service.pointers.read("race")
+    chain = await lineage(service, head.checkpoint_id)
+    # Exactly one winner per parent, and the chain is exactly the winners: no gaps, no forks.
+    parents = [w["previous_checkpoint_id"] for w in winners]
+    assert len(parents) == len(set(parents))
+    assert sorted(chain) == sorted(w["checkpoint_id"] for w in winners)
+    assert head.turns == len(chain)
+    # Losers' checkpoints were deleted: only the chain remains.
+    assert sorted(await service.store.list_checkpoint_ids(workflow_name="conversation-demo")) == sorted(chain)
+    if multitask == "enqueue":
+        assert len(winners) == TURNS
+    else:
+        assert 1 <= len(winners) < TURNS
+    print(f"\n[threads] {TURNS} workers, {multitask}: {len(winners)}/{TURNS} applied")
+
+
+async def test_sweep_orphans_deletes_only_unreachable_thread_checkpoints(host: FunctionHost) -> None:
+    await thread_turn(host, "keep", {"messages": "one"})
+    await thread_turn(host, "keep", {"messages": "two"})
+    service = http_api.build_service(Settings.from_env())
+    head = await service.pointers.read("keep")
+    # An orphan: a thread checkpoint that lost its race and was not cleaned up.
+    orphan = await service.store.load(head.checkpoint_id)
+    orphan.checkpoint_id = "orphan-1"
+    await service.store.save(orphan, thread_id="keep")
+    # A checkpoint from /api/runs is not a thread's, so it is never swept.
+    assert (await host.request("POST", "/api/runs", json_body={"messages": "x"})).status == 200
+    assert await sweep_orphans(service.pointers, service.store, older_than_seconds=60) == []
+    assert await sweep_orphans(service.pointers, service.store, older_than_seconds=-1) == ["orphan-1"]
+    assert len(await lineage(service, head.checkpoint_id)) == 2
+    assert len(await service.store.list_checkpoint_ids(workflow_name="conversation-demo")) == 3
