@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import threading
 import time
@@ -24,6 +25,7 @@ class Azurite:
     process: subprocess.Popen[str]
     port: int
     output: list[str] = field(default_factory=list)
+    location: Path | None = None
 
     @property
     def connection_string(self) -> str:
@@ -42,11 +44,19 @@ class Azurite:
                 self.process.wait()
 
 
-def start_azurite(port: int = 0, timeout: float = 30.0) -> Azurite:
-    """Start Azurite (in memory, no telemetry) and wait until it accepts requests.
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
-    ``port=0`` lets Azurite pick a free port, read back from its output.
+
+def start_azurite(port: int = 0, timeout: float = 30.0, location: Path | None = None) -> Azurite:
+    """Start Azurite (no telemetry) and wait until it accepts requests.
+
+    In memory by default; with ``location`` it keeps its data on disk, so a restart on
+    the same port finds it again. ``port=0`` lets Azurite pick a free port.
     """
+    persistence = ["--location", str(location)] if location else ["--inMemoryPersistence"]
     if not AZURITE_BIN.exists():
         raise RuntimeError(f"Azurite is not installed at {AZURITE_BIN}; run `npm ci` in {ROOT}.")
     process = subprocess.Popen(
@@ -56,7 +66,7 @@ def start_azurite(port: int = 0, timeout: float = 30.0) -> Azurite:
             "127.0.0.1",
             "--blobPort",
             str(port),
-            "--inMemoryPersistence",
+            *persistence,
             "--disableTelemetry",
             "--skipApiVersionCheck",
         ],
@@ -86,4 +96,4 @@ def start_azurite(port: int = 0, timeout: float = 30.0) -> Azurite:
     if not found:
         process.kill()
         raise RuntimeError("Azurite did not start:\n" + "\n".join(output[-20:]))
-    return Azurite(process=process, port=found[0], output=output)
+    return Azurite(process=process, port=found[0], output=output, location=location)

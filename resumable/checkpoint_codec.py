@@ -74,7 +74,7 @@ class CheckpointCodec:
             )
         try:
             raw: Any = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        except (ValueError, RecursionError) as exc:  # includes bad UTF-8 and over-long integers
             raise CheckpointUnreadable("The checkpoint is not valid UTF-8 JSON.") from exc
         if not isinstance(raw, dict) or set(raw) != set(_FIELD_TYPES):
             raise CheckpointUnreadable("The checkpoint does not have the fields of a workflow checkpoint.")

@@ -15,8 +15,6 @@ class ResumeError(Exception):
 
     status: ClassVar[int] = 500
     code: ClassVar[str] = "internal_error"
-    # Retryable errors are never stored as an idempotent result: a retry runs again.
-    retryable: ClassVar[bool] = False
 
     def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
@@ -96,7 +94,6 @@ class WorkflowFailed(ResumeError):
 
     status = 500
     code = "workflow_failed"
-    retryable = True
 
 
 class InvalidSignature(ResumeError):
@@ -111,7 +108,6 @@ class ThreadBusy(ResumeError):
 
     status = 409
     code = "thread_busy"
-    retryable = True
 
 
 class RequestInProgress(ResumeError):
@@ -119,7 +115,6 @@ class RequestInProgress(ResumeError):
 
     status = 409
     code = "request_in_progress"
-    retryable = True
 
 
 class IdempotencyKeyReused(ResumeError):
@@ -134,7 +129,6 @@ class StorageUnavailable(ResumeError):
 
     status = 503
     code = "storage_unavailable"
-    retryable = True
     retry_after_seconds: ClassVar[int] = 5
 
     def headers(self) -> dict[str, str]:

@@ -185,16 +185,17 @@ def _event_stream(events: AsyncIterator[Event]) -> StreamingResponse:
 async def _execute_once(
     service: RunService, request: RunRequest, thread_id: str | None, store: IdempotencyStore, claim: Claim
 ) -> Response:
-    """Run while holding the key; store the outcome, or release the key if it is retryable."""
+    """Run while holding the key: store a success, release the key on any error.
+
+    Errors are not stored, so a rejected request leaves nothing behind and a retry is
+    judged afresh (the checkpoint may exist by then, the storage may be back).
+    """
     try:
         if not request.stream:
             body = render_json(await _run_to_json(service, request, thread_id))
             await store.complete(claim, 200, body)
             return Response(body, media_type=JSON_MEDIA_TYPE)
         events = await _open_stream(service, request, thread_id)
-    except ResumeError as exc:
-        await (store.release(claim) if exc.retryable else store.complete(claim, exc.status, render_json(exc.to_body())))
-        raise
     except BaseException:
         await store.release(claim)
         raise
@@ -217,7 +218,7 @@ async def _recorded(events: AsyncIterator[Event], store: IdempotencyStore, claim
 
 def _replay(stored: StoredResponse, *, stream: bool) -> Response:
     """The first response again: the same bytes, or its body as a one-event stream."""
-    if not stream or stored.status != 200:
+    if not stream:
         return Response(stored.body, status_code=stored.status, media_type=JSON_MEDIA_TYPE)
 
     async def frames() -> AsyncIterator[bytes]:

@@ -8,8 +8,8 @@ A record per key (``idempotency/<sha256(key)>.json``) moves through two states:
 * ``completed``, holding the response's status and exact bytes. A retry with the
   same body gets those bytes back and runs nothing; a different body gets 422.
 
-Retryable failures (storage down, run failed, thread busy) release the claim
-instead, so the caller's retry runs again. Records expire after the TTL.
+Errors release the claim instead, so a rejected request leaves no record and the
+caller's retry is judged afresh. Records expire after the TTL.
 """
 
 from __future__ import annotations

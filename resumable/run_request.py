@@ -51,7 +51,7 @@ def parse_run_request(
     """
     try:
         data: Any = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # ValueError covers bad UTF-8, bad JSON and huge integers
         raise InvalidRequest("The body must be a JSON object encoded as UTF-8.") from None
     if not isinstance(data, dict):
         raise InvalidRequest("The body must be a JSON object.")

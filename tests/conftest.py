@@ -77,6 +77,7 @@ def recording(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> Iterator[F
     recording_workflow.CALLS.clear()
     recording_workflow.RELEASE.clear()
     recording_workflow.WAITING.clear()
+    recording_workflow.ON_TAIL.clear()
     recording_workflow.GAVE_UP.clear()
     http_api._spec.cache_clear()
     yield host

@@ -8,6 +8,7 @@ A chain of three executors (three supersteps). Message text controls behaviour:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from agent_framework import Executor, Message, Workflow, WorkflowBuilder, WorkflowContext, handler
@@ -18,6 +19,8 @@ CALLS: list[tuple[str, str]] = []
 RELEASE = asyncio.Event()
 WAITING = asyncio.Event()
 GAVE_UP: list[str] = []
+# Called by the tail executor when set: lets a test break things mid-run.
+ON_TAIL: list[Callable[[], None]] = []
 NAME = "recording"
 
 
@@ -58,6 +61,8 @@ class Tail(Executor):
     @handler
     async def on_text(self, text: str, ctx: WorkflowContext[None, Message]) -> None:
         CALLS.append((self.id, text))
+        for hook in ON_TAIL:
+            hook()
         if "wait" in text:
             WAITING.set()
             try:

@@ -170,6 +170,8 @@ async def _tampered(field: str, value: Any, recording: FunctionHost) -> str:
 ERROR_CASES = {
     "malformed-json": (400, "invalid_request", lambda r: {"raw": b'{"messages": '}),
     "not-utf8": (400, "invalid_request", lambda r: {"raw": b"\xff\xfe{}"}),
+    # Found by the fuzzer: json.loads raises a plain ValueError past 4300 digits.
+    "huge-integer": (400, "invalid_request", lambda r: {"raw": b'{"messages": ' + b"9" * 5000 + b"}"}),
     "bad-id": (400, "invalid_request", lambda r: {"checkpoint_id": "../../etc/passwd", "messages": "x"}),
     "nothing-to-do": (400, "invalid_request", lambda r: {"stream": False}),
     "responses-without-checkpoint": (400, "invalid_request", lambda r: {"responses": {"a": "b"}}),

@@ -9,6 +9,8 @@ import pytest
 
 from devtools.function_host import FunctionHost
 from devtools.op_counter import OperationCounter
+from resumable import http_api
+from resumable.settings import Settings
 from tests import recording_workflow
 
 URL = "/api/runs"
@@ -53,7 +55,7 @@ async def test_a_duplicate_while_the_first_runs_is_409(recording: FunctionHost) 
     assert (await keyed(recording, "key-3", body)).status == 200
 
 
-async def test_a_retryable_failure_releases_the_key(recording: FunctionHost) -> None:
+async def test_a_failure_releases_the_key(recording: FunctionHost) -> None:
     failed = await keyed(recording, "key-4", {"messages": "fail"})
     assert failed.status == 500
     calls = len(recording_workflow.CALLS)
@@ -62,12 +64,17 @@ async def test_a_retryable_failure_releases_the_key(recording: FunctionHost) -> 
     assert len(recording_workflow.CALLS) > calls  # it ran again
 
 
-async def test_a_deterministic_error_is_stored(recording: FunctionHost) -> None:
-    body = {"checkpoint_id": "missing", "messages": "x"}
-    first = await keyed(recording, "key-5", body)
-    again = await keyed(recording, "key-5", body)
-    assert first.status == again.status == 404
-    assert await first.body() == await again.body()
+async def test_an_error_leaves_no_record_so_a_retry_is_judged_afresh(recording: FunctionHost) -> None:
+    body = {"checkpoint_id": "later", "messages": "x"}
+    assert (await keyed(recording, "key-5", body)).status == 404
+    first = await recording.request("POST", URL, json_body={"messages": "x"})
+    checkpoint = await first.json()
+    # The same key now finds the checkpoint it named (copied under the awaited ID).
+    store = http_api.build_service(Settings.from_env()).store
+    saved = await store.load(checkpoint["checkpoint_id"])
+    saved.checkpoint_id = "later"
+    await store.save(saved)
+    assert (await keyed(recording, "key-5", body)).status == 200
 
 
 async def test_streaming_replays_the_done_payload(recording: FunctionHost) -> None:

@@ -14,6 +14,7 @@ import pytest
 from pycep import BicepParser
 
 from resumable.blob_store import BLOB_PREFIX
+from resumable.idempotency import PREFIX as IDEMPOTENCY_PREFIX
 from resumable.settings import CODE_SETTINGS, PLATFORM_SETTINGS, STORAGE_PREFIXES, TUNING_SETTINGS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,17 +135,19 @@ def test_storage_account_is_locked_down() -> None:
         assert resource("app/storage.bicep", container)["properties"]["publicAccess"] == "None"
 
 
-def test_checkpoints_expire_by_lifecycle_policy_unless_turned_off() -> None:
-    policy = parsed("app/storage.bicep")["resources"]["checkpointLifecycle"]["config"]
-    assert policy["condition"] == {
-        "operator": {"type": "greater_than", "operands": {"operand_1": "checkpointRetentionDays", "operand_2": 0}}
-    }
-    [rule] = policy["config"]["properties"]["policy"]["rules"]
-    assert rule["definition"]["actions"]["baseBlob"]["delete"] == {
+def test_lifecycle_rules_expire_checkpoints_and_idempotency_records() -> None:
+    storage = parsed("app/storage.bicep")
+    rules = resource("app/storage.bicep", "lifecycle")["properties"]["policy"]["rules"]
+    # Checkpoint expiry can be turned off (0 days); idempotency expiry always applies.
+    assert json.dumps(rules).count("checkpointRetentionDays") == 1
+    checkpoint_rule = storage["variables"]["checkpointRule"]["value"]["definition"]
+    assert checkpoint_rule["actions"]["baseBlob"]["delete"] == {
         "daysAfterCreationGreaterThan": "checkpointRetentionDays"
     }
     # The rule must match where blob_store writes checkpoints, and nothing else.
-    assert rule["definition"]["filters"]["prefixMatch"] == ["${checkpointContainerName}/" + BLOB_PREFIX]
+    assert checkpoint_rule["filters"]["prefixMatch"] == ["${checkpointContainerName}/" + BLOB_PREFIX]
+    idempotency_rule = storage["variables"]["idempotencyRule"]["value"]["definition"]
+    assert idempotency_rule["filters"]["prefixMatch"] == ["${checkpointContainerName}/" + IDEMPOTENCY_PREFIX]
     assert parsed("main.bicep")["parameters"]["checkpointRetentionDays"]["default"] == 30
 
 

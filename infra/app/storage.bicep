@@ -7,6 +7,8 @@ param deploymentContainerName string
 param checkpointContainerName string
 @description('Delete checkpoint blobs this many days after creation; 0 keeps them forever.')
 param checkpointRetentionDays int
+@description('Delete idempotency records this many days after their last write.')
+param idempotencyRetentionDays int = 2
 param vnetEnabled bool
 @description('Zone-redundant by default: a lost checkpoint is a lost conversation.')
 param skuName string = 'Standard_ZRS'
@@ -66,37 +68,62 @@ resource checkpointContainer 'Microsoft.Storage/storageAccounts/blobServices/con
   }
 }
 
-// Checkpoints are immutable and one is written per turn, so without a policy the
+// Checkpoints are immutable and one is written per turn, so without a rule the
 // container only grows. Age since creation is the right clock: blobs never change.
-resource checkpointLifecycle 'Microsoft.Storage/storageAccounts/managementPolicies@2023-05-01' = if (checkpointRetentionDays > 0) {
+var checkpointRule = {
+  name: 'expire-checkpoints'
+  enabled: true
+  type: 'Lifecycle'
+  definition: {
+    filters: {
+      blobTypes: [
+        'blockBlob'
+      ]
+      prefixMatch: [
+        '${checkpointContainerName}/checkpoints/'
+      ]
+    }
+    actions: {
+      baseBlob: {
+        delete: {
+          daysAfterCreationGreaterThan: checkpointRetentionDays
+        }
+      }
+    }
+  }
+}
+
+// Idempotency records carry their own TTL (IDEMPOTENCY_TTL_SECONDS, 1 day by default);
+// this rule removes them from storage a day after they stop counting.
+var idempotencyRule = {
+  name: 'expire-idempotency-records'
+  enabled: true
+  type: 'Lifecycle'
+  definition: {
+    filters: {
+      blobTypes: [
+        'blockBlob'
+      ]
+      prefixMatch: [
+        '${checkpointContainerName}/idempotency/'
+      ]
+    }
+    actions: {
+      baseBlob: {
+        delete: {
+          daysAfterModificationGreaterThan: idempotencyRetentionDays
+        }
+      }
+    }
+  }
+}
+
+resource lifecycle 'Microsoft.Storage/storageAccounts/managementPolicies@2023-05-01' = {
   parent: storage
   name: 'default'
   properties: {
     policy: {
-      rules: [
-        {
-          name: 'expire-checkpoints'
-          enabled: true
-          type: 'Lifecycle'
-          definition: {
-            filters: {
-              blobTypes: [
-                'blockBlob'
-              ]
-              prefixMatch: [
-                '${checkpointContainerName}/checkpoints/'
-              ]
-            }
-            actions: {
-              baseBlob: {
-                delete: {
-                  daysAfterCreationGreaterThan: checkpointRetentionDays
-                }
-              }
-            }
-          }
-        }
-      ]
+      rules: checkpointRetentionDays > 0 ? concat(array(checkpointRule), array(idempotencyRule)) : array(idempotencyRule)
     }
   }
 }

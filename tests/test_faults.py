@@ -1,0 +1,112 @@
+"""Faults against real Azurite: outage mid-request, restart, failure before save, slow storage."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from devtools.azurite import Azurite, free_port, start_azurite
+from devtools.function_host import FunctionHost
+from devtools.slow_proxy import start_slow_proxy
+from resumable import http_api, storage_client
+from resumable.blob_store import BlobCheckpointStorage
+from resumable.errors import StorageUnavailable
+from resumable.settings import Settings
+from tests import recording_workflow
+
+
+@pytest.fixture
+def disk_azurite(tmp_path: Path) -> Iterator[list[Azurite]]:
+    """An Azurite that keeps its data on disk, so it can be stopped and restarted on its port."""
+    port = free_port()
+    box = [start_azurite(port=port, location=tmp_path / "azurite")]
+    yield box
+    box[0].stop()
+
+
+@pytest.fixture
+async def faulty(recording: FunctionHost, disk_azurite: list[Azurite], monkeypatch) -> AsyncIterator[FunctionHost]:
+    await storage_client.close_all()
+    monkeypatch.setenv("CHECKPOINT_STORAGE", disk_azurite[0].connection_string)
+    monkeypatch.setenv("STORAGE_TIMEOUT_SECONDS", "1")
+    yield recording
+    await storage_client.close_all()
+
+
+async def turn(host: FunctionHost, text: str) -> tuple[int, dict, dict[str, str]]:
+    response = await host.request("POST", "/api/threads/t/runs", json_body={"messages": text})
+    return response.status, await response.json(), response.headers
+
+
+async def head_id() -> str | None:
+    return (await http_api.build_service(Settings.from_env()).pointers.read("t")).checkpoint_id
+
+
+async def test_storage_outage_mid_request_is_503_and_moves_nothing(faulty: FunctionHost, disk_azurite) -> None:
+    status, first, _ = await turn(faulty, "one")
+    assert status == 200
+    recording_workflow.ON_TAIL.append(disk_azurite[0].stop)
+    started = time.monotonic()
+    status, body, headers = await turn(faulty, "two")
+    elapsed = time.monotonic() - started
+    assert (status, body["error"]["code"]) == (503, "storage_unavailable")
+    assert headers["retry-after"] == "5"
+    assert ("tail", "two") in recording_workflow.CALLS
+
+    recording_workflow.ON_TAIL.clear()
+    disk_azurite[0] = start_azurite(port=disk_azurite[0].port, location=disk_azurite[0].location)
+    assert await head_id() == first["checkpoint_id"]  # the pointer did not move
+    status, third, _ = await turn(faulty, "three")
+    assert status == 200
+    assert third["previous_checkpoint_id"] == first["checkpoint_id"]
+    print(f"\n[faults] outage mid-request answered 503 in {elapsed:.2f} s")
+
+
+async def test_a_failure_between_run_and_save_moves_nothing(faulty: FunctionHost, monkeypatch) -> None:
+    _, first, _ = await turn(faulty, "one")
+
+    async def broken_save(self, checkpoint, *, thread_id=None):
+        raise StorageUnavailable("Checkpoint storage failed during save.")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(BlobCheckpointStorage, "save", broken_save)
+        status, body, _ = await turn(faulty, "two")
+    assert (status, body["error"]["code"]) == (503, "storage_unavailable")
+    assert ("tail", "two") in recording_workflow.CALLS  # the run happened; its result did not land
+    assert await head_id() == first["checkpoint_id"]
+
+
+async def test_an_oversized_result_is_refused_and_nothing_is_saved(faulty: FunctionHost, monkeypatch) -> None:
+    _, first, _ = await turn(faulty, "one")
+    store = http_api.build_service(Settings.from_env()).store
+    before = await store.list_checkpoint_ids(workflow_name=recording_workflow.NAME)
+    monkeypatch.setenv("MAX_CHECKPOINT_BYTES", str(len(store.codec.encode(await store.load(first["checkpoint_id"])))))
+    status, body, _ = await turn(faulty, "a longer message that makes the state grow past the cap")
+    assert (status, body["error"]["code"]) == (422, "checkpoint_too_large")
+    assert await store.list_checkpoint_ids(workflow_name=recording_workflow.NAME) == before
+    assert await head_id() == first["checkpoint_id"]
+
+
+async def test_slow_storage_is_503_not_a_hang(faulty: FunctionHost, disk_azurite, monkeypatch) -> None:
+    _, first, _ = await turn(faulty, "one")
+    proxy = await start_slow_proxy(disk_azurite[0].port, delay_seconds=30)
+    try:
+        await storage_client.close_all()
+        monkeypatch.setenv(
+            "CHECKPOINT_STORAGE", disk_azurite[0].connection_string.replace(str(disk_azurite[0].port), str(proxy.port))
+        )
+        started = time.monotonic()
+        status, body, headers = await turn(faulty, "two")
+        elapsed = time.monotonic() - started
+    finally:
+        await storage_client.close_all()
+        await proxy.close()
+    assert (status, body["error"]["code"]) == (503, "storage_unavailable")
+    assert headers["retry-after"] == "5"
+    assert elapsed < 15
+    monkeypatch.setenv("CHECKPOINT_STORAGE", disk_azurite[0].connection_string)
+    assert await head_id() == first["checkpoint_id"]
+    print(f"\n[faults] storage 30 s slow, timeout 1 s: 503 after {elapsed:.2f} s")
