@@ -7,8 +7,9 @@ HTTP → parse (``run_request``) → load (``blob_store``) → resume (``atomic_
 import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response
 
-from resumable import http_api
+from resumable import http_api, telemetry
 
+telemetry.configure()
 app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
 
 
@@ -27,13 +28,13 @@ async def thread_runs(req: Request) -> Response:
 @app.route(route="threads/{thread_id}", methods=["GET"])
 async def get_thread(req: Request) -> Response:
     """A thread's head checkpoint and recent lineage."""
-    return await http_api.handle_get_thread(req.path_params.get("thread_id", ""))
+    return await http_api.handle_get_thread(req, req.path_params.get("thread_id", ""))
 
 
 @app.route(route="checkpoints/{checkpoint_id}", methods=["GET"])
 async def get_checkpoint(req: Request) -> Response:
     """A checkpoint's metadata and lineage (never its state)."""
-    return await http_api.handle_get_checkpoint(req.path_params.get("checkpoint_id", ""))
+    return await http_api.handle_get_checkpoint(req, req.path_params.get("checkpoint_id", ""))
 
 
 @app.route(route="health", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)

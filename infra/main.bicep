@@ -46,6 +46,16 @@ param instanceMemoryMB int = 2048
 @maxValue(1000)
 param maximumInstanceCount int = 40
 
+@description('Provision Azure OpenAI and host WORKFLOW=chat-agents on it.')
+param deployAzureOpenAI bool = false
+
+@description('Model for the Azure OpenAI deployment.')
+param openAiModelName string = 'gpt-4o-mini'
+param openAiModelVersion string = '2024-07-18'
+
+@description('Deployment capacity, in thousands of tokens per minute.')
+param openAiCapacity int = 10
+
 @secure()
 @description('Standard Webhooks signing secret(s) (whsec_...); empty turns signature checks off.')
 param webhookSecret string = ''
@@ -102,6 +112,21 @@ module network 'app/network.bicep' = if (vnetEnabled) {
   }
 }
 
+module openAi 'app/openai.bicep' = if (deployAzureOpenAI) {
+  name: 'openai'
+  params: {
+    name: 'oai-${resourceToken}'
+    location: location
+    tags: tags
+    deploymentName: openAiModelName
+    modelName: openAiModelName
+    modelVersion: openAiModelVersion
+    capacity: openAiCapacity
+    identityPrincipalId: identity.outputs.principalId
+    userPrincipalId: principalId
+  }
+}
+
 module rbac 'app/rbac.bicep' = {
   name: 'rbac'
   params: {
@@ -129,6 +154,9 @@ module functionApp 'app/function-app.bicep' = {
     instanceMemoryMB: instanceMemoryMB
     maximumInstanceCount: maximumInstanceCount
     webhookSecret: webhookSecret
+    workflow: deployAzureOpenAI ? 'chat-agents' : 'default'
+    azureOpenAiEndpoint: deployAzureOpenAI ? openAi.outputs.endpoint : ''
+    azureOpenAiDeployment: deployAzureOpenAI ? openAi.outputs.deploymentName : ''
     virtualNetworkSubnetId: vnetEnabled ? network.outputs.appSubnetId : ''
   }
   dependsOn: [

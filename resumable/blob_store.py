@@ -19,6 +19,7 @@ from agent_framework.exceptions import WorkflowCheckpointException
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob.aio import ContainerClient
 
+from . import tracing
 from .checkpoint_codec import CheckpointCodec
 from .errors import CheckpointConflict, CheckpointNotFound
 from .ids import validate_id
@@ -130,8 +131,29 @@ class BlobCheckpointStorage:
         ``thread_id`` tags checkpoints written by thread turns, for orphan sweeping.
         """
         name = blob_name(checkpoint.checkpoint_id)
-        data = self.codec.encode(checkpoint)
-        await self._upload_create_only(name, data, _metadata_for(checkpoint, thread_id))
+        with tracing.phase(
+            "checkpoint.save",
+            {
+                "checkpoint.id": checkpoint.checkpoint_id,
+                "checkpoint.previous_id": checkpoint.previous_checkpoint_id,
+                "thread.id": thread_id,
+            },
+        ) as span:
+            watch = tracing.Stopwatch()
+            data = self.codec.encode(checkpoint)
+            span.set_attribute("checkpoint.encode_ms", watch.ms)
+            span.set_attribute("checkpoint.size_bytes", len(data))
+            await self._upload_create_only(name, data, _metadata_for(checkpoint, thread_id))
+        logger.info(
+            "checkpoint saved",
+            extra={
+                "checkpoint_id": checkpoint.checkpoint_id,
+                "previous_checkpoint_id": checkpoint.previous_checkpoint_id,
+                "thread_id": thread_id,
+                "request_id": tracing.request_id(),
+                "size_bytes": len(data),
+            },
+        )
         return checkpoint.checkpoint_id
 
     async def _upload_create_only(self, name: str, data: bytes, metadata: dict[str, str]) -> None:
@@ -166,15 +188,20 @@ class BlobCheckpointStorage:
     async def load(self, checkpoint_id: str) -> WorkflowCheckpoint:
         """Download and decode one checkpoint: one GET, capped at the codec's size limit."""
         name = blob_name(checkpoint_id)
-        with storage_unavailable_on_failure("load"):
-            try:
-                # Ask for one byte more than the cap: an oversized blob is refused
-                # without being read whole.
-                downloader = await self.container.download_blob(name, offset=0, length=self.codec.max_bytes + 1)
-                data = await downloader.readall()
-            except ResourceNotFoundError as exc:
-                raise BlobCheckpointNotFound(f"Checkpoint '{checkpoint_id}' was not found.") from exc
-        return self.codec.decode(data, expected_id=checkpoint_id)
+        with tracing.phase("checkpoint.load", {"checkpoint.id": checkpoint_id}) as span:
+            with storage_unavailable_on_failure("load"):
+                try:
+                    # Ask for one byte more than the cap: an oversized blob is refused
+                    # without being read whole.
+                    downloader = await self.container.download_blob(name, offset=0, length=self.codec.max_bytes + 1)
+                    data = await downloader.readall()
+                except ResourceNotFoundError as exc:
+                    raise BlobCheckpointNotFound(f"Checkpoint '{checkpoint_id}' was not found.") from exc
+            span.set_attribute("checkpoint.size_bytes", len(data))
+            watch = tracing.Stopwatch()
+            checkpoint = self.codec.decode(data, expected_id=checkpoint_id)
+            span.set_attribute("checkpoint.decode_ms", watch.ms)
+            return checkpoint
 
     async def get_info(self, checkpoint_id: str) -> CheckpointInfo:
         """Read a checkpoint's metadata without downloading or decoding its body."""

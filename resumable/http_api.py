@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
+from opentelemetry import trace
+from opentelemetry.trace import Span
 
-from . import __version__, webhook_signature
+from . import __version__, tracing, webhook_signature
 from .af_internals import AGENT_FRAMEWORK_VERSION
 from .blob_store import BlobCheckpointStorage
 from .checkpoint_codec import CheckpointCodec
@@ -108,15 +112,73 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-async def _guarded(what: str, handler: Callable[[], Awaitable[Response]]) -> Response:
-    """Every handler's last line of defence: documented errors as such, anything else as 500."""
+async def _guarded(what: str, handler: Callable[[], Awaitable[Response]]) -> tuple[Response, str | None]:
+    """Every handler's last line of defence: documented errors as such, anything else as 500.
+
+    Returns the response and, for an error, its code.
+    """
     try:
-        return await handler()
+        return await handler(), None
     except ResumeError as exc:
-        return error_response(exc)
+        error = exc
+    except SettingsError as exc:  # raised late, e.g. by a workflow factory reading its settings
+        logger.error("Configuration error: %s", exc)
+        error = ServerMisconfigured("The function app is not configured correctly; see its logs.")
     except Exception:
         logger.exception("Unhandled error in %s", what)
-        return error_response(ResumeError("An internal error occurred."))
+        error = ResumeError("An internal error occurred.")
+    return error_response(error), error.code
+
+
+@dataclass
+class _RequestTrace:
+    """One request's span, ID and clock; ``finish`` ends the span and logs one line."""
+
+    span: Span
+    route: str
+    request_id: str
+    started: float = field(default_factory=time.perf_counter)
+
+    def finish(self, status: int, error: str | None) -> None:
+        tracing.end_server_span(self.span, status, error)
+        logger.info(
+            "request completed",
+            extra={
+                "request_id": self.request_id,
+                "route": self.route,
+                "status": status,
+                "error_code": error,
+                "duration_ms": round((time.perf_counter() - self.started) * 1000, 1),
+            },
+        )
+
+    async def finish_after(self, frames: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        """Pass a stream through; finish when it ends, noting an ``error`` event."""
+        error: str | None = None
+        try:
+            async for frame in frames:
+                if isinstance(frame, bytes) and frame.startswith(b"event: error\n"):
+                    error = json.loads(frame.split(b"data: ", 1)[1])["error"]["code"]
+                yield frame
+        finally:
+            self.finish(200, error)
+
+
+async def _traced(request: Request, route: str, handler: Callable[[], Awaitable[Response]]) -> Response:
+    """Run a handler as one request: a SERVER span, a request ID, one structured log line.
+
+    A streaming response ends its span and logs when the stream ends, not here.
+    """
+    span = tracing.start_server_span(request.method, route, request.url.path, request.headers)
+    with trace.use_span(span, end_on_exit=False):
+        record = _RequestTrace(span, route, tracing.new_request_id(span))
+        response, error = await _guarded(f"{request.method} {route}", handler)
+    response.headers["x-request-id"] = record.request_id
+    if isinstance(response, StreamingResponse):
+        response.body_iterator = record.finish_after(response.body_iterator)
+    else:
+        record.finish(response.status_code, error)
+    return response
 
 
 # -- POST /api/runs and POST /api/threads/{thread_id}/runs -------------------------------
@@ -124,12 +186,12 @@ async def _guarded(what: str, handler: Callable[[], Awaitable[Response]]) -> Res
 
 async def handle_run(request: Request) -> Response:
     """``POST /api/runs``: HTTP → parse → load → resume → save → respond."""
-    return await _guarded("POST /api/runs", lambda: _post_run(request, thread_id=None))
+    return await _traced(request, "runs", lambda: _post_run(request, thread_id=None))
 
 
 async def handle_thread_run(request: Request, thread_id: str) -> Response:
     """``POST /api/threads/{thread_id}/runs``: the same, resuming from the thread's head."""
-    return await _guarded("POST /api/threads/runs", lambda: _post_run(request, thread_id=thread_id))
+    return await _traced(request, "threads/{thread_id}/runs", lambda: _post_run(request, thread_id=thread_id))
 
 
 async def _post_run(request: Request, *, thread_id: str | None) -> Response:
@@ -221,16 +283,16 @@ def _replay(stored: StoredResponse, *, stream: bool) -> Response:
     if not stream:
         return Response(stored.body, status_code=stored.status, media_type=JSON_MEDIA_TYPE)
 
-    async def frames() -> AsyncIterator[bytes]:
-        yield b"event: done\ndata: " + stored.body + b"\n\n"
+    async def done() -> AsyncIterator[Event]:
+        yield "done", json.loads(stored.body)
 
-    return StreamingResponse(frames(), media_type=MEDIA_TYPE, headers=_STREAM_HEADERS)
+    return _event_stream(done())
 
 
 # -- GET routes ---------------------------------------------------------------------------
 
 
-async def handle_get_checkpoint(checkpoint_id: str) -> Response:
+async def handle_get_checkpoint(request: Request, checkpoint_id: str) -> Response:
     """``GET /api/checkpoints/{id}``: metadata from blob properties; the state is not read."""
 
     async def get() -> Response:
@@ -238,10 +300,10 @@ async def handle_get_checkpoint(checkpoint_id: str) -> Response:
         info = await build_service(_settings()).store.get_info(checkpoint_id)
         return json_response(info.to_json())
 
-    return await _guarded("GET /api/checkpoints", get)
+    return await _traced(request, "checkpoints/{checkpoint_id}", get)
 
 
-async def handle_get_thread(thread_id: str) -> Response:
+async def handle_get_thread(request: Request, thread_id: str) -> Response:
     """``GET /api/threads/{id}``: the pointer and its recent lineage."""
 
     async def get() -> Response:
@@ -250,7 +312,7 @@ async def handle_get_thread(thread_id: str) -> Response:
             raise ThreadNotFound(f"Thread '{thread_id}' has no turns yet.")
         return json_response(head.to_json())
 
-    return await _guarded("GET /api/threads", get)
+    return await _traced(request, "threads/{thread_id}", get)
 
 
 async def handle_health() -> Response:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from agent_framework import Message, WorkflowCheckpoint, WorkflowEvent
+from agent_framework import AgentResponse, AgentResponseUpdate, Message, WorkflowCheckpoint, WorkflowEvent
 
 from .blob_store import checkpoint_status
 
@@ -53,15 +53,25 @@ class ResultCollector:
     def __init__(self) -> None:
         self.messages: list[dict[str, str]] = []
         self.outputs: list[Any] = []
+        # Streamed agent tokens, joined into one assistant message per executor.
+        self._deltas: dict[str, list[str]] = {}
 
     def add(self, event: WorkflowEvent) -> tuple[str, dict[str, Any]] | None:
         """Record ``event``; return the SSE (name, data) it becomes, if callers see it."""
         if event.type == "output":
             data = event.data
+            executor_id = str(event.executor_id)
+            if isinstance(data, AgentResponseUpdate):
+                self._deltas.setdefault(executor_id, []).append(data.text)
+                return "output", {"executor_id": executor_id, "delta": data.text}
+            if isinstance(data, AgentResponse):
+                items = [message_json(m) for m in data.messages if m.text]
+                self.messages.extend(items)
+                return "output", {"executor_id": executor_id, "messages": items}
             if isinstance(data, Message):
                 item = message_json(data)
                 self.messages.append(item)
-                return "output", {"executor_id": event.executor_id, "message": item}
+                return "output", {"executor_id": executor_id, "message": item}
             value = to_json(data)
             self.outputs.append(value)
             return "output", {"executor_id": event.executor_id, "output": value}
@@ -71,6 +81,9 @@ class ResultCollector:
 
     def body(self, saved: WorkflowCheckpoint) -> dict[str, Any]:
         """The final response body, described from the checkpoint that was saved."""
+        for parts in self._deltas.values():
+            self.messages.append({"role": "assistant", "content": "".join(parts)})
+        self._deltas.clear()
         return {
             "checkpoint_id": saved.checkpoint_id,
             "previous_checkpoint_id": saved.previous_checkpoint_id,

@@ -19,6 +19,7 @@ from .errors import ResumeError, ThreadBusy, WorkflowFailed
 from .run_request import RunRequest
 from .run_result import ResultCollector
 from .threads import ThreadHead, ThreadPointers
+from .tracing import RequestScope, within
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +88,8 @@ class RunService:
         except BaseException:
             await events.aclose()
             raise
-        return self._stream(run, first, events, head)
+        # The stream is drained later, outside this request's context: keep it for the save.
+        return self._stream(run, first, events, head, RequestScope.capture())
 
     async def _stream(
         self,
@@ -95,6 +97,7 @@ class RunService:
         first: WorkflowEvent,
         events: AsyncIterator[WorkflowEvent],
         head: ThreadHead | None,
+        request_scope: RequestScope,
     ) -> AsyncIterator[Event]:
         collector = ResultCollector()
         try:
@@ -104,7 +107,9 @@ class RunService:
                     item = collector.add(event)
                     if item is not None:
                         yield item
-            yield "done", await self._save(run, collector, head)
+            with within(request_scope):
+                body = await self._save(run, collector, head)
+            yield "done", body
         except ResumeError as exc:
             yield "error", exc.to_body()
         except Exception:

@@ -34,16 +34,29 @@ TUNING_SETTINGS = (
     "WEBHOOK_TOLERANCE_SECONDS",
     "WORKFLOW",
 )
+# The model behind WORKFLOW=chat-agents: Azure OpenAI (or Foundry) with Entra ID, or an
+# OpenAI-compatible endpoint with a key.
+MODEL_SETTINGS = (
+    "AZURE_OPENAI_ENDPOINT",
+    "AZURE_OPENAI_DEPLOYMENT",
+    "AZURE_OPENAI_API_VERSION",
+    "OPENAI_BASE_URL",
+    "OPENAI_API_KEY",
+    "OPENAI_MODEL",
+)
+# Application Insights; nothing is exported (or imported) without the connection string.
+TELEMETRY_SETTINGS = ("APPLICATIONINSIGHTS_CONNECTION_STRING", "APPLICATIONINSIGHTS_AUTHENTICATION_STRING")
 # Every setting this package reads.
-CODE_SETTINGS = STORAGE_SETTINGS + TUNING_SETTINGS
+CODE_SETTINGS = STORAGE_SETTINGS + TUNING_SETTINGS + MODEL_SETTINGS + TELEMETRY_SETTINGS
 
 # Settings the platform reads, not this package; allowed in local.settings and Bicep.
 PLATFORM_SETTINGS = (
     "FUNCTIONS_WORKER_RUNTIME",  # local only: Flex Consumption sets the runtime in the site config
     "PYTHON_ENABLE_INIT_INDEXING",  # required by the HTTP streaming extension
     "AzureWebJobsStorage__credential",  # host storage via managed identity
-    "APPLICATIONINSIGHTS_CONNECTION_STRING",
-    "APPLICATIONINSIGHTS_AUTHENTICATION_STRING",
+    "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY",  # lets the worker join the host's OpenTelemetry traces
+    "AZURE_CLIENT_ID",  # DefaultAzureCredential's choice of user-assigned identity (model calls)
+    "ENABLE_SENSITIVE_DATA",  # Agent Framework's switch for message content in telemetry and our logs
 )
 
 DEFAULT_MAX_REQUEST_BYTES = 1024 * 1024
@@ -108,6 +121,63 @@ class Settings:
             webhook_secrets=_webhook_secrets(env),
             webhook_tolerance_seconds=_positive_int(env, "WEBHOOK_TOLERANCE_SECONDS", 300),
             workflow=env.get("WORKFLOW", "").strip() or "default",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetrySettings:
+    """Where traces and logs go. ``Authorization=AAD`` means: send as the managed identity."""
+
+    connection_string: str | None
+    aad_client_id: str | None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> TelemetrySettings:
+        env = os.environ if env is None else env
+        auth = dict(
+            part.split("=", 1)
+            for part in env.get("APPLICATIONINSIGHTS_AUTHENTICATION_STRING", "").split(";")
+            if "=" in part
+        )
+        aad = auth.get("Authorization", "").upper() == "AAD"
+        return cls(
+            connection_string=env.get("APPLICATIONINSIGHTS_CONNECTION_STRING", "").strip() or None,
+            aad_client_id=auth.get("ClientId", "") if aad else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSettings:
+    """Which chat model the agent workflow calls, and how it authenticates."""
+
+    provider: str  # "azure-openai" or "openai-compatible"
+    model: str
+    endpoint: str
+    api_key: str | None = None
+    api_version: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ModelSettings:
+        env = os.environ if env is None else env
+        azure_endpoint = env.get("AZURE_OPENAI_ENDPOINT", "").strip()
+        if azure_endpoint:
+            deployment = env.get("AZURE_OPENAI_DEPLOYMENT", "").strip()
+            if not deployment:
+                raise SettingsError("AZURE_OPENAI_DEPLOYMENT is required with AZURE_OPENAI_ENDPOINT.")
+            return cls(
+                provider="azure-openai",
+                model=deployment,
+                endpoint=azure_endpoint,
+                api_version=env.get("AZURE_OPENAI_API_VERSION", "").strip() or None,
+            )
+        base_url = env.get("OPENAI_BASE_URL", "").strip()
+        api_key = env.get("OPENAI_API_KEY", "").strip()
+        model = env.get("OPENAI_MODEL", "").strip()
+        if base_url and api_key and model:
+            return cls(provider="openai-compatible", model=model, endpoint=base_url, api_key=api_key)
+        raise SettingsError(
+            "WORKFLOW=chat-agents needs a model: set AZURE_OPENAI_ENDPOINT and AZURE_OPENAI_DEPLOYMENT "
+            "(Entra ID), or OPENAI_BASE_URL, OPENAI_API_KEY and OPENAI_MODEL."
         )
 
 

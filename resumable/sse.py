@@ -10,4 +10,5 @@ MEDIA_TYPE = "text/event-stream"
 
 def sse_event(name: str, data: dict[str, Any]) -> bytes:
     """One SSE frame. ``json.dumps`` never emits a newline, so ``data`` is one line."""
-    return f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+    payload = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    return f"event: {name}\ndata: {payload}\n\n".encode()

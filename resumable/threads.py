@@ -19,6 +19,7 @@ from typing import Any
 
 from azure.storage.blob.aio import ContainerClient
 
+from . import tracing
 from .blob_records import BlobRecords, RecordConflict
 from .blob_store import BlobCheckpointStorage
 from .errors import ThreadBusy
@@ -76,10 +77,11 @@ class ThreadPointers:
             "updated_at": time.time(),
         }
         try:
-            if head.etag is None:
-                record = await self._records.create(head.thread_id, data)
-            else:
-                record = await self._records.replace(head.thread_id, data, head.etag)
+            with tracing.phase("thread.advance", {"thread.id": head.thread_id, "checkpoint.id": checkpoint_id}):
+                if head.etag is None:
+                    record = await self._records.create(head.thread_id, data)
+                else:
+                    record = await self._records.replace(head.thread_id, data, head.etag)
         except RecordConflict as exc:
             raise ThreadBusy("Another turn advanced this thread first; this turn was not applied.") from exc
         return ThreadHead(head.thread_id, checkpoint_id, head.turns + 1, recent, record.etag)

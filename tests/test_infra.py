@@ -15,7 +15,14 @@ from pycep import BicepParser
 
 from resumable.blob_store import BLOB_PREFIX
 from resumable.idempotency import PREFIX as IDEMPOTENCY_PREFIX
-from resumable.settings import CODE_SETTINGS, PLATFORM_SETTINGS, STORAGE_PREFIXES, TUNING_SETTINGS
+from resumable.settings import (
+    CODE_SETTINGS,
+    MODEL_SETTINGS,
+    PLATFORM_SETTINGS,
+    STORAGE_PREFIXES,
+    TELEMETRY_SETTINGS,
+    TUNING_SETTINGS,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 INFRA = ROOT / "infra"
@@ -235,8 +242,9 @@ def test_settings_parity_code_local_and_bicep() -> None:
     assert local - known == set(), "local.settings.sample.json has settings nothing reads"
     assert bicep - known == set(), "Bicep sets settings nothing reads"
 
-    assert set(TUNING_SETTINGS) <= local
-    assert set(TUNING_SETTINGS) <= bicep
+    for group in (TUNING_SETTINGS, MODEL_SETTINGS, TELEMETRY_SETTINGS):
+        assert set(group) <= local
+        assert set(group) <= bicep
     for prefix in STORAGE_PREFIXES:
         assert prefix in local, f"{prefix} (connection string) belongs in local settings"
         assert f"{prefix}__blobServiceUri" in bicep, f"{prefix} must use managed identity in Azure"
@@ -251,3 +259,18 @@ def test_every_setting_read_in_code_is_declared_in_settings_module() -> None:
         if path.name == "settings.py":
             continue
         assert "os.environ" not in path.read_text() and "getenv" not in path.read_text(), path
+
+
+def test_optional_azure_openai_uses_the_identity_and_is_off_by_default() -> None:
+    main = parsed("main.bicep")
+    assert main["parameters"]["deployAzureOpenAI"]["default"] is False
+    account = resource("app/openai.bicep", "account")
+    assert account["properties"]["disableLocalAuth"] is True
+    assert account["kind"] == "OpenAI"
+    role = parsed("app/openai.bicep")["variables"]["cognitiveServicesOpenAIUser"]["value"]
+    assert role == "5e0bd9bd-7b93-4f28-af87-19fc36ad61bd"
+    settings = bicep_settings()
+    assert settings["AZURE_OPENAI_ENDPOINT"] == "azureOpenAiEndpoint"
+    assert settings["AZURE_CLIENT_ID"] == "identityClientId"
+    assert settings["ENABLE_SENSITIVE_DATA"] == "false"
+    assert "chat-agents" in (INFRA / "main.bicep").read_text()

@@ -15,6 +15,7 @@ from agent_framework import Workflow
 # setting value -> "module:attribute" of a WorkflowSpec
 REGISTRY: dict[str, str] = {
     "default": "workflows.default_conversation:SPEC",
+    "chat-agents": "workflows.chat_agents:SPEC",
 }
 
 

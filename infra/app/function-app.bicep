@@ -20,6 +20,13 @@ param instanceMemoryMB int
 @minValue(1)
 @maxValue(1000)
 param maximumInstanceCount int
+@description('Which workflow factory to host (workflows/__init__.py).')
+param workflow string = 'default'
+param azureOpenAiEndpoint string = ''
+param azureOpenAiDeployment string = ''
+@secure()
+@description('Key for an OpenAI-compatible endpoint (not Azure OpenAI, which uses the identity).')
+param openAiCompatibleApiKey string = ''
 @secure()
 @description('Webhook signing secret(s); empty turns signature verification off.')
 param webhookSecret string = ''
@@ -47,10 +54,22 @@ var appSettings = {
   // verification off; in production use a Key Vault reference rather than a literal.
   WEBHOOK_SECRET: webhookSecret
   WEBHOOK_TOLERANCE_SECONDS: '300'
-  WORKFLOW: 'default'
+  WORKFLOW: workflow
+  // The model for WORKFLOW=chat-agents: Azure OpenAI as the managed identity (AZURE_CLIENT_ID
+  // picks it for DefaultAzureCredential), or an OpenAI-compatible endpoint and key.
+  AZURE_OPENAI_ENDPOINT: azureOpenAiEndpoint
+  AZURE_OPENAI_DEPLOYMENT: azureOpenAiDeployment
+  AZURE_OPENAI_API_VERSION: ''
+  OPENAI_BASE_URL: ''
+  OPENAI_API_KEY: openAiCompatibleApiKey
+  OPENAI_MODEL: ''
+  AZURE_CLIENT_ID: identityClientId
   PYTHON_ENABLE_INIT_INDEXING: '1'
+  PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY: 'true'
   APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsightsConnectionString
   APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
+  // Message content stays out of telemetry and logs unless this is turned on.
+  ENABLE_SENSITIVE_DATA: 'false'
 }
 
 resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {

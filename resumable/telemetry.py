@@ -1,0 +1,36 @@
+"""Export traces and logs to Application Insights, only when it is configured.
+
+``azure-monitor-opentelemetry`` is imported here and nowhere else, and only when
+``APPLICATIONINSIGHTS_CONNECTION_STRING`` is set, so a cold start without it pays
+nothing. With ``APPLICATIONINSIGHTS_AUTHENTICATION_STRING=ClientId=...;Authorization=AAD``
+(what infra/ sets) telemetry is sent as the managed identity, since local auth is off.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .settings import TelemetrySettings
+
+logger = logging.getLogger(__name__)
+_configured = False
+
+
+def configure(settings: TelemetrySettings | None = None) -> bool:
+    """Set up the Azure Monitor exporters once per process; False when not configured."""
+    global _configured  # noqa: PLW0603 - one exporter pipeline per process
+    settings = settings or TelemetrySettings.from_env()
+    if _configured or not settings.connection_string:
+        return _configured
+    from azure.monitor.opentelemetry import configure_azure_monitor  # noqa: PLC0415 - only when configured
+
+    options: dict[str, Any] = {"connection_string": settings.connection_string}
+    if settings.aad_client_id is not None:
+        from azure.identity import ManagedIdentityCredential  # noqa: PLC0415
+
+        options["credential"] = ManagedIdentityCredential(client_id=settings.aad_client_id or None)
+    configure_azure_monitor(**options)
+    _configured = True
+    logger.info("Azure Monitor OpenTelemetry exporter configured")
+    return True

@@ -1,0 +1,67 @@
+"""A model-backed workflow: a writer agent drafts, a reviewer agent answers the user.
+
+Selected with ``WORKFLOW=chat-agents``; nothing here is imported otherwise. Each agent
+runs in an ``AgentExecutor`` whose session (the conversation so far) is saved in the
+checkpoint, so turn 2 sees turn 1 after a resume. Only the reviewer's reply reaches
+the caller; in streaming mode its tokens arrive as SSE ``output`` deltas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from agent_framework import Agent, AgentExecutor, Workflow, WorkflowBuilder
+
+from resumable.settings import ModelSettings
+
+from . import WorkflowSpec
+
+WORKFLOW_NAME = "chat-agents"
+WRITER_INSTRUCTIONS = (
+    "writer: Draft a helpful, accurate reply to the user's latest message, "
+    "taking the whole conversation so far into account."
+)
+REVIEWER_INSTRUCTIONS = (
+    "reviewer: You receive a draft reply. Check it for mistakes and tone, then answer the "
+    "user with the final reply only, without mentioning the draft."
+)
+
+# One chat client per (event loop, settings): it holds an HTTP connection pool and,
+# for Azure, a credential with a token cache.
+_clients: dict[tuple[int, ModelSettings], Any] = {}
+
+
+def chat_client(settings: ModelSettings) -> Any:
+    key = (id(asyncio.get_running_loop()), settings)
+    if key not in _clients:
+        from agent_framework.openai import OpenAIChatCompletionClient  # noqa: PLC0415 - only when selected
+
+        if settings.provider == "azure-openai":
+            from azure.identity.aio import DefaultAzureCredential  # noqa: PLC0415
+
+            _clients[key] = OpenAIChatCompletionClient(
+                model=settings.model,
+                azure_endpoint=settings.endpoint,
+                api_version=settings.api_version,
+                credential=DefaultAzureCredential(),
+            )
+        else:
+            _clients[key] = OpenAIChatCompletionClient(
+                model=settings.model, base_url=settings.endpoint, api_key=settings.api_key
+            )
+    return _clients[key]
+
+
+def build_workflow() -> Workflow:
+    client = chat_client(ModelSettings.from_env())
+    writer = AgentExecutor(Agent(client, WRITER_INSTRUCTIONS, name="writer"), id="writer")
+    reviewer = AgentExecutor(Agent(client, REVIEWER_INSTRUCTIONS, name="reviewer"), id="reviewer")
+    return (
+        WorkflowBuilder(name=WORKFLOW_NAME, start_executor=writer, output_from=[reviewer])
+        .add_edge(writer, reviewer)
+        .build()
+    )
+
+
+SPEC = WorkflowSpec(build=build_workflow)
