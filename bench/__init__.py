@@ -1,0 +1,1 @@
+"""Benchmarks: run ``python bench/run.py`` (see README "Performance")."""
