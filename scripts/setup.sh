@@ -10,7 +10,7 @@ command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
 if [ ! -x .venv-iac/bin/checkov ]; then
   "$PYTHON" -m venv .venv-iac
   .venv-iac/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-iac.txt
