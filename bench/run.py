@@ -35,7 +35,7 @@ from bench import synthetic  # noqa: E402
 from devtools.azurite import start_azurite  # noqa: E402
 from devtools.function_host import FunctionHost  # noqa: E402
 from devtools.op_counter import OperationCounter  # noqa: E402
-from resumable import af_internals, http_api, storage_client  # noqa: E402
+from resumable import af_internals, composition, http_responses, storage_client  # noqa: E402
 from resumable.atomic_resume import prepare_resume  # noqa: E402
 from resumable.run_request import parse_run_request  # noqa: E402
 from resumable.run_result import ResultCollector  # noqa: E402
@@ -137,7 +137,7 @@ class Bench:
         return (await self.post({"messages": "start"}))["checkpoint_id"]
 
     def store(self) -> Any:
-        return http_api.build_service(Settings.from_env()).store
+        return composition.build_service(Settings.from_env()).store
 
     async def ops_of(self, fn: Callable[[], Awaitable[Any]]) -> dict[str, int]:
         self.counter.reset()
@@ -265,7 +265,7 @@ class Bench:
         mark("encode")
         await store.container.upload_blob(f"bench/{base}-{i}-{time.time_ns()}.json", encoded)
         mark("save")
-        http_api.render_json(collector.body(final))
+        http_responses.render_json(collector.body(final))
         mark("respond")
         return marks
 

@@ -124,6 +124,18 @@ class IdempotencyKeyReused(ResumeError):
     code = "idempotency_key_reused"
 
 
+class ThreadNotFound(ResumeError):
+    status = 404
+    code = "thread_not_found"
+
+
+class ServerMisconfigured(ResumeError):
+    """A setting is missing or malformed; the detail is in the logs, not the response."""
+
+    status = 500
+    code = "server_misconfigured"
+
+
 class StorageUnavailable(ResumeError):
     """Blob Storage could not be reached or answered with a server error."""
 

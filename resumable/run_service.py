@@ -33,6 +33,14 @@ class WorkflowSource(Protocol):
     def build(self) -> Workflow: ...
 
 
+class Runner(Protocol):
+    """Runs one call: ``RunService`` for /api/runs, ``ThreadRunner`` for a thread's turns."""
+
+    async def run_to_json(self, request: RunRequest) -> dict[str, Any]: ...
+
+    async def open_stream(self, request: RunRequest) -> AsyncIterator[Event]: ...
+
+
 class RunService:
     def __init__(self, store: BlobCheckpointStorage, spec: WorkflowSource, pointers: ThreadPointers) -> None:
         self.store = store

@@ -35,11 +35,15 @@ def _backoff(attempt: int) -> float:
 
 
 class ThreadRunner:
-    def __init__(self, service: RunService, locks: ThreadLocks = process_locks) -> None:
+    """Turns on one thread; a ``Runner`` like ``RunService``."""
+
+    def __init__(self, service: RunService, thread_id: str, locks: ThreadLocks = process_locks) -> None:
         self.service = service
+        self.thread_id = thread_id
         self.locks = locks
 
-    async def run_to_json(self, thread_id: str, request: RunRequest) -> dict[str, Any]:
+    async def run_to_json(self, request: RunRequest) -> dict[str, Any]:
+        thread_id = self.thread_id
         enqueue = request.multitask == "enqueue"
         attempts = MAX_ATTEMPTS if enqueue else 1
         for attempt in range(attempts):
@@ -54,8 +58,9 @@ class ThreadRunner:
             await asyncio.sleep(_backoff(attempt))
         raise AssertionError("unreachable")
 
-    async def open_stream(self, thread_id: str, request: RunRequest) -> AsyncIterator[Event]:
+    async def open_stream(self, request: RunRequest) -> AsyncIterator[Event]:
         """Hold this worker's turn on the thread for as long as the stream runs."""
+        thread_id = self.thread_id
         hold = AsyncExitStack()
         await hold.enter_async_context(self.locks.hold(thread_id, wait=request.multitask == "enqueue"))
         try:

@@ -15,7 +15,7 @@ import workflows
 from devtools.azurite import Azurite, start_azurite
 from devtools.function_host import FunctionHost
 from devtools.op_counter import OperationCounter
-from resumable import http_api, storage_client
+from resumable import composition, storage_client
 from tests import recording_workflow
 
 _EXPORTER = InMemorySpanExporter()
@@ -79,6 +79,6 @@ def recording(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> Iterator[F
     recording_workflow.WAITING.clear()
     recording_workflow.ON_TAIL.clear()
     recording_workflow.GAVE_UP.clear()
-    http_api._spec.cache_clear()
+    composition.workflow_spec.cache_clear()
     yield host
-    http_api._spec.cache_clear()
+    composition.workflow_spec.cache_clear()

@@ -12,7 +12,7 @@ import pytest
 from devtools.fake_openai import FakeOpenAI, start_fake_openai
 from devtools.function_host import FunctionHost
 from devtools.op_counter import OperationCounter
-from resumable import http_api
+from resumable import composition
 from resumable.settings import ModelSettings, Settings
 from workflows import chat_agents
 
@@ -27,11 +27,11 @@ async def model(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> AsyncIte
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
     monkeypatch.setenv("OPENAI_MODEL", "fake-model")
-    http_api._spec.cache_clear()
+    composition.workflow_spec.cache_clear()
     chat_agents._clients.clear()
     yield server
     chat_agents._clients.clear()
-    http_api._spec.cache_clear()
+    composition.workflow_spec.cache_clear()
     await server.close()
 
 
@@ -61,7 +61,7 @@ async def test_turn_two_sees_turn_one_after_a_checkpoint_round_trip(
 
 async def test_the_api_key_never_reaches_a_checkpoint(host: FunctionHost, model: FakeOpenAI) -> None:
     body = await thread_turn(host, "hello")
-    store = http_api.build_service(Settings.from_env()).store
+    store = composition.build_service(Settings.from_env()).store
     raw = await (await store.container.download_blob(f"checkpoints/{body['checkpoint_id']}.json")).readall()
     assert API_KEY.encode() not in raw
 
@@ -92,9 +92,9 @@ async def test_missing_model_settings_are_a_clear_500(host: FunctionHost, monkey
     monkeypatch.setenv("WORKFLOW", "chat-agents")
     for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "AZURE_OPENAI_ENDPOINT"):
         monkeypatch.delenv(name, raising=False)
-    http_api._spec.cache_clear()
+    composition.workflow_spec.cache_clear()
     response = await host.request("POST", "/api/runs", json_body={"messages": "hi"})
-    http_api._spec.cache_clear()
+    composition.workflow_spec.cache_clear()
     assert (response.status, (await response.json())["error"]["code"]) == (500, "server_misconfigured")
 
 

@@ -11,7 +11,7 @@ import pytest
 from devtools.azurite import Azurite, free_port, start_azurite
 from devtools.function_host import FunctionHost
 from devtools.slow_proxy import start_slow_proxy
-from resumable import http_api, storage_client
+from resumable import composition, storage_client
 from resumable.blob_store import BlobCheckpointStorage
 from resumable.errors import StorageUnavailable
 from resumable.settings import Settings
@@ -42,7 +42,7 @@ async def turn(host: FunctionHost, text: str) -> tuple[int, dict, dict[str, str]
 
 
 async def head_id() -> str | None:
-    return (await http_api.build_service(Settings.from_env()).pointers.read("t")).checkpoint_id
+    return (await composition.build_service(Settings.from_env()).pointers.read("t")).checkpoint_id
 
 
 async def test_storage_outage_mid_request_is_503_and_moves_nothing(faulty: FunctionHost, disk_azurite) -> None:
@@ -81,7 +81,7 @@ async def test_a_failure_between_run_and_save_moves_nothing(faulty: FunctionHost
 
 async def test_an_oversized_result_is_refused_and_nothing_is_saved(faulty: FunctionHost, monkeypatch) -> None:
     _, first, _ = await turn(faulty, "one")
-    store = http_api.build_service(Settings.from_env()).store
+    store = composition.build_service(Settings.from_env()).store
     before = await store.list_checkpoint_ids(workflow_name=recording_workflow.NAME)
     monkeypatch.setenv("MAX_CHECKPOINT_BYTES", str(len(store.codec.encode(await store.load(first["checkpoint_id"])))))
     status, body, _ = await turn(faulty, "a longer message that makes the state grow past the cap")

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from devtools.function_host import FunctionHost
-from resumable import http_api
+from resumable import composition
 from resumable.settings import Settings
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "2000"))
@@ -97,7 +97,7 @@ target = st.one_of(
 
 
 async def blob_names() -> list[str]:
-    container = http_api.build_service(Settings.from_env()).store.container
+    container = composition.build_service(Settings.from_env()).store.container
     try:
         return [b.name async for b in container.list_blobs()]
     except Exception:

@@ -9,7 +9,7 @@ import pytest
 
 from devtools.function_host import FunctionHost
 from devtools.op_counter import OperationCounter
-from resumable import http_api
+from resumable import composition
 from resumable.settings import Settings
 from tests import recording_workflow
 
@@ -70,7 +70,7 @@ async def test_an_error_leaves_no_record_so_a_retry_is_judged_afresh(recording: 
     first = await recording.request("POST", URL, json_body={"messages": "x"})
     checkpoint = await first.json()
     # The same key now finds the checkpoint it named (copied under the awaited ID).
-    store = http_api.build_service(Settings.from_env()).store
+    store = composition.build_service(Settings.from_env()).store
     saved = await store.load(checkpoint["checkpoint_id"])
     saved.checkpoint_id = "later"
     await store.save(saved)

@@ -9,7 +9,7 @@ import pytest
 from agent_framework import Message
 
 from devtools.function_host import FunctionHost
-from resumable import http_api
+from resumable import composition
 from resumable.atomic_resume import TurnInput
 from resumable.errors import ThreadBusy
 from resumable.run_request import RunRequest
@@ -94,7 +94,7 @@ async def test_concurrent_turns_through_one_worker(host: FunctionHost, multitask
     winners = [body for status, body in results if status == 200]
     losers = [body for status, body in results if status != 200]
     assert all(body["error"]["code"] == "thread_busy" for body in losers)
-    service = http_api.build_service(Settings.from_env())
+    service = composition.build_service(Settings.from_env())
     head = await service.pointers.read("busy")
     chain = await lineage(service, head.checkpoint_id)
     assert head.turns == len(winners) == len(chain)
@@ -115,13 +115,13 @@ def _turn(text: str, multitask: str) -> RunRequest:
 @pytest.mark.parametrize("multitask", ["reject", "enqueue"])
 async def test_concurrent_turns_across_workers_race_on_the_etag(storage_env: str, multitask: str) -> None:
     """Each runner has its own locks, like separate worker processes: only the ETag decides."""
-    service = http_api.build_service(Settings.from_env())
+    service = composition.build_service(Settings.from_env())
     await service.store.ensure_container()
-    runners = [ThreadRunner(service, ThreadLocks()) for _ in range(TURNS)]
+    runners = [ThreadRunner(service, "race", ThreadLocks()) for _ in range(TURNS)]
 
     async def attempt(i: int) -> dict | None:
         try:
-            return await runners[i].run_to_json("race", _turn(f"m{i}", multitask))
+            return await runners[i].run_to_json(_turn(f"m{i}", multitask))
         except ThreadBusy:
             return None
 
@@ -146,7 +146,7 @@ async def test_concurrent_turns_across_workers_race_on_the_etag(storage_env: str
 async def test_sweep_orphans_deletes_only_unreachable_thread_checkpoints(host: FunctionHost) -> None:
     await thread_turn(host, "keep", {"messages": "one"})
     await thread_turn(host, "keep", {"messages": "two"})
-    service = http_api.build_service(Settings.from_env())
+    service = composition.build_service(Settings.from_env())
     head = await service.pointers.read("keep")
     # An orphan: a thread checkpoint that lost its race and was not cleaned up.
     orphan = await service.store.load(head.checkpoint_id)

@@ -1,0 +1,94 @@
+"""One HTTP request's lifecycle: a SERVER span, a request ID, a guard, one log line."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.responses import StreamingResponse
+from opentelemetry import trace
+from opentelemetry.trace import Span
+
+from . import tracing
+from .composition import MISCONFIGURED
+from .errors import ResumeError, ServerMisconfigured
+from .http_responses import error_response
+from .settings import SettingsError
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[], Awaitable[Response]]
+
+
+async def guarded(what: str, handler: Handler) -> tuple[Response, str | None]:
+    """Every handler's last line of defence: documented errors as such, anything else as 500.
+
+    Returns the response and, for an error, its code.
+    """
+    try:
+        return await handler(), None
+    except ResumeError as exc:
+        error = exc
+    except SettingsError as exc:  # raised late, e.g. by a workflow factory reading its settings
+        logger.error("Configuration error: %s", exc)
+        error = ServerMisconfigured(MISCONFIGURED)
+    except Exception:
+        logger.exception("Unhandled error in %s", what)
+        error = ResumeError("An internal error occurred.")
+    return error_response(error), error.code
+
+
+@dataclass
+class RequestTrace:
+    """One request's span, ID and clock; ``finish`` ends the span and logs one line."""
+
+    span: Span
+    route: str
+    request_id: str
+    started: float = field(default_factory=time.perf_counter)
+
+    def finish(self, status: int, error: str | None) -> None:
+        tracing.end_server_span(self.span, status, error)
+        logger.info(
+            "request completed",
+            extra={
+                "request_id": self.request_id,
+                "route": self.route,
+                "status": status,
+                "error_code": error,
+                "duration_ms": round((time.perf_counter() - self.started) * 1000, 1),
+            },
+        )
+
+    async def finish_after(self, frames: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        """Pass a stream through; finish when it ends, noting an ``error`` event."""
+        error: str | None = None
+        try:
+            async for frame in frames:
+                if isinstance(frame, bytes) and frame.startswith(b"event: error\n"):
+                    error = json.loads(frame.split(b"data: ", 1)[1])["error"]["code"]
+                yield frame
+        finally:
+            self.finish(200, error)
+
+
+async def traced(request: Request, route: str, handler: Handler) -> Response:
+    """Run a handler as one request: a SERVER span, a request ID, one structured log line.
+
+    A streaming response ends its span and logs when the stream ends, not here.
+    """
+    span = tracing.start_server_span(request.method, route, request.url.path, request.headers)
+    with trace.use_span(span, end_on_exit=False):
+        record = RequestTrace(span, route, tracing.new_request_id(span))
+        response, error = await guarded(f"{request.method} {route}", handler)
+    response.headers["x-request-id"] = record.request_id
+    if isinstance(response, StreamingResponse):
+        response.body_iterator = record.finish_after(response.body_iterator)
+    else:
+        record.finish(response.status_code, error)
+    return response

@@ -1,0 +1,52 @@
+"""Response bodies: exact JSON bytes, documented errors, SSE streams, idempotent replays."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import Response
+from fastapi.responses import StreamingResponse
+
+from .errors import ResumeError
+from .idempotency import StoredResponse
+from .run_service import Event
+from .sse import MEDIA_TYPE, sse_event
+
+JSON_MEDIA_TYPE = "application/json"
+_STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def render_json(body: dict[str, Any]) -> bytes:
+    """The exact bytes sent, so an idempotent replay can send them again."""
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def json_response(body: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(render_json(body), status_code=status, media_type=JSON_MEDIA_TYPE, headers=headers)
+
+
+def error_response(error: ResumeError) -> Response:
+    return json_response(error.to_body(), error.status, error.headers())
+
+
+def event_stream(events: AsyncIterator[Event]) -> StreamingResponse:
+    """Server-sent events, flushed as they come (no proxy buffering)."""
+
+    async def frames() -> AsyncIterator[bytes]:
+        async for name, data in events:
+            yield sse_event(name, data)
+
+    return StreamingResponse(frames(), media_type=MEDIA_TYPE, headers=_STREAM_HEADERS)
+
+
+def replay(stored: StoredResponse, *, stream: bool) -> Response:
+    """The first response again: the same bytes, or its body as a one-event stream."""
+    if not stream:
+        return Response(stored.body, status_code=stored.status, media_type=JSON_MEDIA_TYPE)
+
+    async def done() -> AsyncIterator[Event]:
+        yield "done", json.loads(stored.body)
+
+    return event_stream(done())
