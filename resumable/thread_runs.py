@@ -21,6 +21,9 @@ from .run_request import RunRequest
 from .run_service import Event, RunService
 from .threads import ThreadLocks
 
+# A turn loses a race only when another turn commits in between, so with K turns racing
+# on one thread each needs at most K attempts: 30 covers 30 concurrent turns (across
+# workers; within one worker turns queue and never lose).
 MAX_ATTEMPTS = 30
 _BASE_DELAY = 0.02
 _MAX_DELAY = 0.5
