@@ -1,4 +1,5 @@
-"""Demo: a three-turn conversation resumed from Blob checkpoints, one workflow run per turn.
+"""Demo: a three-turn conversation resumed from Blob checkpoints, one workflow run per turn,
+then a streamed turn and a webhook retry on a thread.
 
 Starts Azurite (unless CHECKPOINT_STORAGE is already set), then drives the registered
 functions in-process exactly as the Functions host would, and prints each turn's
@@ -59,6 +60,19 @@ async def converse(host: FunctionHost) -> None:
     )
     async for event, data in resp.events():
         print(f"  event: {event:<12} {data if event != 'done' else {'checkpoint_id': data['checkpoint_id']}}")
+
+    print("\nA webhook delivers a turn on thread 'ticket-42', then retries it (same Idempotency-Key):")
+    for attempt in ("first delivery", "retry"):
+        resp = await host.request(
+            "POST",
+            "/api/threads/ticket-42/runs",
+            json_body={"messages": "Customer says: the invoice is wrong."},
+            headers={"Idempotency-Key": "delivery-7f3a"},
+        )
+        body = await resp.json()
+        print(f"  {attempt:<15} HTTP {resp.status}  checkpoint {body['checkpoint_id']}")
+    thread = await (await host.request("GET", "/api/threads/ticket-42")).json()
+    print(f"  thread head {thread['checkpoint_id']} after {thread['turns']} turn(s): the retry ran nothing")
 
 
 async def main() -> None:

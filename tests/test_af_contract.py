@@ -104,3 +104,11 @@ def test_checkpoint_dataclass_fields_are_the_ones_the_codec_checks() -> None:
     assert {f.name for f in fields(WorkflowCheckpoint)} == set(_FIELD_TYPES), (
         "WorkflowCheckpoint's fields changed; update checkpoint_codec._FIELD_TYPES."
     )
+
+
+def test_runner_context_reports_in_flight_messages() -> None:
+    context = recording_workflow.build()._runner.context
+    assert inspect.iscoroutinefunction(getattr(context, "has_messages", None)), (
+        "RunnerContext.has_messages is gone: af_internals.has_in_flight_messages needs another way "
+        "to see undelivered messages after a restore."
+    )

@@ -32,3 +32,6 @@ def test_three_turn_demo_prints_a_checkpoint_chain(azurite: Azurite) -> None:
     chain = re.findall(r"^  ([0-9a-f-]{36})  status=(\w+)", out, re.MULTILINE)
     assert [status for _, status in chain] == ["idle", "pending_requests", "idle", "idle"]
     assert "event: done" in out
+    retried = re.findall(r"^  (?:first delivery|retry)\s+HTTP 200  checkpoint (\S+)", out, re.MULTILINE)
+    assert len(retried) == 2 and retried[0] == retried[1]
+    assert "after 1 turn(s)" in out
