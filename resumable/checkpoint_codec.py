@@ -21,8 +21,10 @@ from .errors import CheckpointTooLarge, CheckpointUnreadable
 DEFAULT_MAX_CHECKPOINT_BYTES = 4 * 1024 * 1024
 
 # The fields the framework's dataclass declares, with the JSON type each must decode
-# to. A blob missing one, or with the wrong type, is unreadable rather than a
-# half-valid checkpoint that fails later inside the run.
+# to. A blob with an unknown field, a required one missing, or a wrong type is
+# unreadable rather than a half-valid checkpoint that fails later inside the run.
+# Optional fields may be missing, so blobs written before a framework upgrade added
+# a field (with a default) still load.
 _FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
     "workflow_name": str,
     "graph_signature_hash": str,
@@ -36,6 +38,7 @@ _FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
     "metadata": dict,
     "version": str,
 }
+_REQUIRED_FIELDS = frozenset({"workflow_name", "graph_signature_hash", "checkpoint_id"})
 
 
 class CheckpointCodec:
