@@ -79,10 +79,11 @@ class CheckpointCodec:
             raw: Any = json.loads(data.decode("utf-8"))
         except (ValueError, RecursionError) as exc:  # includes bad UTF-8 and over-long integers
             raise CheckpointUnreadable("The checkpoint is not valid UTF-8 JSON.") from exc
-        if not isinstance(raw, dict) or set(raw) != set(_FIELD_TYPES):
+        if not isinstance(raw, dict) or not set(raw) >= _REQUIRED_FIELDS or not set(raw) <= set(_FIELD_TYPES):
             raise CheckpointUnreadable("The checkpoint does not have the fields of a workflow checkpoint.")
-        for name, expected in _FIELD_TYPES.items():
-            if not isinstance(raw[name], expected) or (isinstance(raw[name], bool) and expected is int):
+        for name, value in raw.items():
+            expected = _FIELD_TYPES[name]
+            if not isinstance(value, expected) or (isinstance(value, bool) and expected is int):
                 raise CheckpointUnreadable(f"The checkpoint field '{name}' has the wrong type.")
         try:
             decoded = decode_checkpoint_value(raw, allowed_types=self.allowed_types)
