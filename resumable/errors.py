@@ -109,12 +109,18 @@ class ThreadBusy(ResumeError):
     status = 409
     code = "thread_busy"
 
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": "1"}
+
 
 class RequestInProgress(ResumeError):
     """A request with this Idempotency-Key is still running."""
 
     status = 409
     code = "request_in_progress"
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": "1"}
 
 
 class IdempotencyKeyReused(ResumeError):

@@ -49,6 +49,7 @@ async def test_a_duplicate_while_the_first_runs_is_409(recording: FunctionHost) 
     await asyncio.wait_for(recording_workflow.WAITING.wait(), timeout=10)
     duplicate = await keyed(recording, "key-3", body)
     assert duplicate.status == 409
+    assert duplicate.headers["retry-after"] == "1"
     assert (await duplicate.json())["error"]["code"] == "request_in_progress"
     recording_workflow.RELEASE.set()
     assert (await first).status == 200

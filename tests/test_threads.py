@@ -158,3 +158,12 @@ async def test_sweep_orphans_deletes_only_unreachable_thread_checkpoints(host: F
     assert await sweep_orphans(service.pointers, service.store, older_than_seconds=-1) == ["orphan-1"]
     assert len(await lineage(service, head.checkpoint_id)) == 2
     assert len(await service.store.list_checkpoint_ids(workflow_name="conversation-demo")) == 3
+
+
+async def test_a_busy_thread_tells_the_caller_when_to_retry(host: FunctionHost) -> None:
+    results = await asyncio.gather(
+        *(host.request("POST", "/api/threads/rt/runs", json_body={"messages": f"m{i}"}) for i in range(3))
+    )
+    busy = [r for r in results if r.status == 409]
+    assert busy
+    assert all(r.headers["retry-after"] == "1" for r in busy)
