@@ -105,8 +105,12 @@ async def test_azure_openai_uses_entra_id_up_to_the_network_boundary() -> None:
     assert settings.provider == "azure-openai"
     client = chat_agents.chat_client(settings)
     try:
-        assert str(client.client.base_url).startswith("https://example.openai.azure.com/openai")
-        assert client.client.api_key in ("", None) or "token" not in str(client.client.api_key)
+        sdk = client.client
+        assert type(sdk).__name__ == "AsyncAzureOpenAI"
+        assert str(sdk.base_url).startswith("https://example.openai.azure.com/openai/deployments/gpt-4o-mini")
+        # Entra ID: a bearer-token provider, and no key at all.
+        assert callable(sdk._azure_ad_token_provider)
+        assert sdk.api_key == "<missing API key>"
         assert client.model == "gpt-4o-mini"
     finally:
         chat_agents._clients.clear()
