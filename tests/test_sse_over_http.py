@@ -1,0 +1,78 @@
+"""Server-sent events over a real socket: uvicorn, as the HTTP streaming extension runs them.
+
+The Functions HTTP streaming extension proxies each request to an in-worker FastAPI app
+served by uvicorn. This mounts the registered functions the same way and reads the
+stream with a real HTTP client, so chunking and flushing are exercised, not just the
+response object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+import uvicorn
+from fastapi import FastAPI, Request
+
+from devtools.azurite import free_port
+from devtools.function_host import FunctionHost, Route
+from tests import recording_workflow
+
+
+def _endpoint(route: Route):
+    async def endpoint(request: Request):
+        return await route.handler(request)
+
+    return endpoint
+
+
+@pytest.fixture
+async def server(recording: FunctionHost) -> AsyncIterator[str]:
+    app = FastAPI()
+    for route in recording.routes:
+        template = route.pattern.pattern.replace("(?P<", "{").replace(">[^/]+)", "}")
+        app.add_api_route(template, _endpoint(route), methods=sorted(route.methods))
+    port = free_port()
+    uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    task = asyncio.create_task(uv.serve())
+    while not uv.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
+        await asyncio.sleep(0.01)
+    yield f"http://127.0.0.1:{port}"
+    uv.should_exit = True
+    await task
+
+
+async def test_events_cross_the_socket_while_the_run_is_still_going(server: str) -> None:
+    async with aiohttp.ClientSession() as session:
+        async with session.post(f"{server}/api/runs", json={"messages": "setup"}) as response:
+            first = await response.json()
+        body = {"checkpoint_id": first["checkpoint_id"], "messages": "wait here"}
+        headers = {"Accept": "text/event-stream"}
+        async with session.post(f"{server}/api/runs", json=body, headers=headers) as response:
+            assert response.status == 200
+            assert response.headers["Content-Type"].startswith("text/event-stream")
+            assert response.headers.get("Content-Length") is None  # streamed, not buffered
+            reader = response.content
+            frame = (await reader.readuntil(b"\n\n")).decode()
+            # The tail executor is still waiting for RELEASE: this frame crossed the socket mid-run.
+            assert frame.startswith("event: output\n")
+            assert json.loads(frame.split("data: ", 1)[1])["output"] == "middle saw wait here"
+            assert recording_workflow.GAVE_UP == []
+            recording_workflow.RELEASE.set()
+            rest = (await reader.read()).decode()
+    names = [line.removeprefix("event: ") for line in rest.splitlines() if line.startswith("event: ")]
+    assert names == ["output", "done"]
+    done = json.loads(rest.rsplit("data: ", 1)[1])
+    assert done["previous_checkpoint_id"] == first["checkpoint_id"]
+
+
+async def test_errors_before_the_stream_are_plain_http(server: str) -> None:
+    async with aiohttp.ClientSession() as session:
+        body = {"checkpoint_id": "missing", "messages": "x", "stream": True}
+        async with session.post(f"{server}/api/runs", json=body) as response:
+            assert response.status == 404
+            assert response.headers["Content-Type"] == "application/json"
+            assert (await response.json())["error"]["code"] == "checkpoint_not_found"
