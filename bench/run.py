@@ -73,6 +73,8 @@ QUICK = Plan(
 @dataclass
 class Report:
     sections: list[str] = field(default_factory=list)
+    # Series for the optional plot: name -> [(x, p50 ms)].
+    series: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
     def table(self, title: str, header: list[str], rows: list[list[Any]], note: str = "") -> None:
         lines = [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -176,6 +178,8 @@ class Bench:
                     _ops(t_ops),
                 ]
             )
+            report.series.setdefault("atomic, by supersteps", []).append((supersteps, a_med))
+            report.series.setdefault("two-step, by supersteps", []).append((supersteps, t_med))
         report.table(
             "1. Atomic resume vs the upstream two-step pattern (20 KB checkpoint)",
             [
@@ -278,9 +282,16 @@ class Bench:
             self.use(2, size)
             checkpoint = await _fresh_checkpoint()
             data = codec.encode(checkpoint)
-            encode = [await timed(_sync(codec.encode, checkpoint)) for _ in range(max(3, self.plan.iterations // 3))]
-            decode = [await timed(_sync(codec.decode, data)) for _ in range(max(3, self.plan.iterations // 3))]
-            e_med, d_med = statistics.median(encode), statistics.median(decode)
+            repeats = max(3, self.plan.iterations // 3)
+            encode = [await timed(_sync(codec.encode, checkpoint)) for _ in range(repeats)]
+            decode = [await timed(_sync(codec.decode, data)) for _ in range(repeats)]
+            base = await self.base_checkpoint()
+
+            async def resume(base: str = base) -> None:
+                await self.post({"checkpoint_id": base, "messages": "n"})
+
+            call = [await timed(resume) for _ in range(repeats)]
+            e_med, d_med, c_med = statistics.median(encode), statistics.median(decode), statistics.median(call)
             rows.append(
                 [
                     f"{len(data) / KB:.0f} KB",
@@ -288,13 +299,16 @@ class Bench:
                     ms(d_med),
                     f"{1000 * e_med / (len(data) / KB):.1f}",
                     f"{1000 * d_med / (len(data) / KB):.1f}",
+                    ms(c_med),
                 ]
             )
+            report.series.setdefault("full call, by checkpoint KB", []).append((len(data) / KB, c_med))
         report.table(
             "3a. Encode and decode time against checkpoint size",
-            ["checkpoint", "encode p50 ms", "decode p50 ms", "encode µs/KB", "decode µs/KB"],
+            ["checkpoint", "encode p50 ms", "decode p50 ms", "encode µs/KB", "decode µs/KB", "full call p50 ms"],
             rows,
-            "Linear means a flat µs/KB column. JSON-native state: no pickles to build or check.",
+            "Linear means a flat µs/KB column. JSON-native state: no pickles to build or check. The full call "
+            "(`POST /api/runs`, 2 supersteps) includes moving the checkpoint to and from Azurite twice.",
         )
 
     async def turn_growth(self, report: Report) -> None:
@@ -543,6 +557,32 @@ class _SlowCallbacks(logging.Handler):
         self._logger.removeHandler(self)
 
 
+def plot(report: Report, path: Path) -> bool:
+    """Latency against checkpoint size and against supersteps; needs the optional matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed (pip install -r requirements-bench.txt); no plot written")
+        return False
+    figure, (by_size, by_steps) = plt.subplots(1, 2, figsize=(11, 4))
+    xs, ys = zip(*report.series["full call, by checkpoint KB"], strict=True)
+    by_size.plot(xs, ys, marker="o", label="atomic POST /api/runs")
+    by_size.set(xscale="log", xlabel="checkpoint size (KB)", ylabel="p50 latency (ms)", title="By checkpoint size")
+    for name, style in (("atomic, by supersteps", "o-"), ("two-step, by supersteps", "s--")):
+        xs, ys = zip(*report.series[name], strict=True)
+        by_steps.plot(xs, ys, style, label=name.split(",")[0])
+    by_steps.set(xlabel="supersteps", ylabel="p50 latency (ms)", title="By supersteps (20 KB checkpoint)")
+    for axes in (by_size, by_steps):
+        axes.grid(alpha=0.3)
+        axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    return True
+
+
 def machine() -> str:
     return (
         f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
@@ -576,6 +616,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="few iterations, for a CI smoke run")
     parser.add_argument("--output", type=Path, default=ROOT / "bench" / "results.md")
+    parser.add_argument("--plot", type=Path, help="also write a PNG plot here (needs requirements-bench.txt)")
     args = parser.parse_args()
     plan = QUICK if args.quick else FULL
     azurite = start_azurite()
@@ -593,6 +634,8 @@ def main() -> None:
         f"Run took {elapsed:.0f} s. Reproduce: `python bench/run.py{' --quick' if args.quick else ''}`."
     )
     args.output.write_text(header + "\n\n" + "\n\n".join(report.sections) + "\n")
+    if args.plot and plot(report, args.plot):
+        print(f"wrote {args.plot}")
     print(f"\nwrote {args.output} in {elapsed:.0f} s")
 
 
