@@ -19,7 +19,7 @@ from typing import Any
 from .errors import ThreadBusy
 from .run_request import RunRequest
 from .run_service import Event, RunService
-from .threads import ThreadLocks
+from .threads import ThreadHead, ThreadLocks
 
 # A turn loses a race only when another turn commits in between, so with K turns racing
 # on one thread each needs at most K attempts: 30 covers 30 concurrent turns (across
@@ -45,15 +45,18 @@ class ThreadRunner:
         self.thread_id = thread_id
         self.locks = locks
 
+    async def _at_head(self, request: RunRequest) -> tuple[ThreadHead, RunRequest]:
+        """The thread's head as read now, and the request aimed at its checkpoint."""
+        head = await self.service.pointers.read(self.thread_id)
+        return head, dataclasses.replace(request, checkpoint_id=head.checkpoint_id)
+
     async def run_to_json(self, request: RunRequest) -> dict[str, Any]:
-        thread_id = self.thread_id
         enqueue = request.multitask == "enqueue"
         attempts = MAX_ATTEMPTS if enqueue else 1
         for attempt in range(attempts):
             try:
-                async with self.locks.hold(thread_id, wait=enqueue):
-                    head = await self.service.pointers.read(thread_id)
-                    turn = dataclasses.replace(request, checkpoint_id=head.checkpoint_id)
+                async with self.locks.hold(self.thread_id, wait=enqueue):
+                    head, turn = await self._at_head(request)
                     return await self.service.run_to_json(turn, head=head)
             except ThreadBusy:
                 if attempt == attempts - 1:
@@ -63,12 +66,10 @@ class ThreadRunner:
 
     async def open_stream(self, request: RunRequest) -> AsyncIterator[Event]:
         """Hold this worker's turn on the thread for as long as the stream runs."""
-        thread_id = self.thread_id
         hold = AsyncExitStack()
-        await hold.enter_async_context(self.locks.hold(thread_id, wait=request.multitask == "enqueue"))
+        await hold.enter_async_context(self.locks.hold(self.thread_id, wait=request.multitask == "enqueue"))
         try:
-            head = await self.service.pointers.read(thread_id)
-            turn = dataclasses.replace(request, checkpoint_id=head.checkpoint_id)
+            head, turn = await self._at_head(request)
             events = await self.service.open_stream(turn, head=head)
         except BaseException:
             await hold.aclose()
