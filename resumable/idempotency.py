@@ -15,8 +15,8 @@ caller's retry is judged afresh. Records expire after the TTL.
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -24,8 +24,9 @@ from typing import Any
 from azure.storage.blob.aio import ContainerClient
 
 from .blob_records import BlobRecords, Record, RecordConflict
-from .errors import IdempotencyKeyReused, InvalidRequest, RequestInProgress
+from .errors import IdempotencyKeyReused, InvalidRequest, RequestInProgress, ResumeError
 
+logger = logging.getLogger(__name__)
 PREFIX = "idempotency/"
 MAX_KEY_LENGTH = 255
 # Azure's front end ends an HTTP request after 230 s, so no run holds a claim longer.
@@ -91,7 +92,12 @@ class IdempotencyStore:
         raise RequestInProgress("The Idempotency-Key is contended; retry later.")
 
     async def complete(self, claim: Claim, status: int, body: bytes) -> None:
-        """Store the response; a lost claim (taken over as stale) is left alone."""
+        """Store the response; a lost claim (taken over as stale) is left alone.
+
+        Never raises: the call has already succeeded, and failing it now would tell the
+        caller to retry work that is done. If storage fails here, the claim stays
+        ``in_progress`` and retries get 409 until it goes stale (``CLAIM_SECONDS``).
+        """
         record: dict[str, Any] = {
             "state": "completed",
             "fingerprint": claim.fingerprint,
@@ -99,9 +105,16 @@ class IdempotencyStore:
             "body": base64.b64encode(body).decode(),
             "expires_at": time.time() + self._ttl,
         }
-        with contextlib.suppress(RecordConflict):
+        try:
             await self._records.replace(claim.name, record, claim.record.etag)
+        except RecordConflict:
+            pass
+        except ResumeError:
+            logger.warning("Could not store the response for an Idempotency-Key; its claim will go stale")
 
     async def release(self, claim: Claim) -> None:
-        """Give the key back so a retry runs again."""
-        await self._records.delete(claim.name, etag=claim.record.etag)
+        """Give the key back so a retry runs again. Never raises (it runs on error paths)."""
+        try:
+            await self._records.delete(claim.name, etag=claim.record.etag)
+        except ResumeError:
+            logger.warning("Could not release an Idempotency-Key; its claim will go stale")

@@ -103,3 +103,26 @@ async def test_malformed_keys_are_400(host: FunctionHost, key: str) -> None:
         "POST", URL, body=json.dumps({"messages": "x"}).encode(), headers={"Idempotency-Key": key}
     )
     assert response.status == 400
+
+
+async def test_a_done_turn_is_not_failed_because_its_record_could_not_be_stored(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from resumable.blob_records import BlobRecords
+    from resumable.errors import StorageUnavailable
+
+    original_replace = BlobRecords.replace
+
+    async def failing_replace(self, name, data, etag):
+        if data.get("state") == "completed":
+            raise StorageUnavailable("Checkpoint storage failed during replace record.")
+        return await original_replace(self, name, data, etag)
+
+    monkeypatch.setattr(BlobRecords, "replace", failing_replace)
+    response = await keyed(host, "key-7", {"messages": "pay"}, url="/api/threads/bills/runs")
+    assert response.status == 200  # the turn committed; telling the caller otherwise invites a double run
+    head = await (await host.request("GET", "/api/threads/bills")).json()
+    assert head["checkpoint_id"] == (await response.json())["checkpoint_id"]
+    # The claim could not be completed, so a retry waits instead of running the turn again.
+    retry = await keyed(host, "key-7", {"messages": "pay"}, url="/api/threads/bills/runs")
+    assert (retry.status, (await retry.json())["error"]["code"]) == (409, "request_in_progress")
