@@ -22,7 +22,7 @@ from azure.storage.blob.aio import ContainerClient
 from . import tracing
 from .blob_records import BlobRecords, RecordConflict
 from .blob_store import BlobCheckpointStorage
-from .errors import ThreadBusy
+from .errors import StorageUnavailable, ThreadBusy
 from .ids import validate_id
 
 PREFIX = "threads/"
@@ -84,7 +84,21 @@ class ThreadPointers:
                     record = await self._records.replace(head.thread_id, data, head.etag)
         except RecordConflict as exc:
             raise ThreadBusy("Another turn advanced this thread first; this turn was not applied.") from exc
+        except StorageUnavailable:
+            # The write may have landed with its answer lost. Look before reporting a
+            # failure, or the caller's retry would apply the turn a second time.
+            landed = await self._landed(head.thread_id, checkpoint_id)
+            if landed is None:
+                raise
+            return landed
         return ThreadHead(head.thread_id, checkpoint_id, head.turns + 1, recent, record.etag)
+
+    async def _landed(self, thread_id: str, checkpoint_id: str) -> ThreadHead | None:
+        try:
+            current = await self.read(thread_id)
+        except StorageUnavailable:
+            return None
+        return current if current.checkpoint_id == checkpoint_id else None
 
     async def thread_ids(self) -> list[str]:
         return await self._records.names()

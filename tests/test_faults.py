@@ -110,3 +110,24 @@ async def test_slow_storage_is_503_not_a_hang(faulty: FunctionHost, disk_azurite
     monkeypatch.setenv("CHECKPOINT_STORAGE", disk_azurite[0].connection_string)
     assert await head_id() == first["checkpoint_id"]
     print(f"\n[faults] storage 30 s slow, timeout 1 s: 503 after {elapsed:.2f} s")
+
+
+async def test_a_pointer_write_that_lands_but_loses_its_answer_counts_as_done(
+    faulty: FunctionHost, monkeypatch
+) -> None:
+    from resumable.blob_records import BlobRecords
+
+    _, first, _ = await turn(faulty, "one")
+    original_replace = BlobRecords.replace
+
+    async def lands_then_fails(self, name, data, etag):
+        await original_replace(self, name, data, etag)
+        raise StorageUnavailable("Checkpoint storage could not be reached during replace record.")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(BlobRecords, "replace", lands_then_fails)
+        status, second, _ = await turn(faulty, "two")
+    # Reporting 503 here would make the caller retry a turn that already committed.
+    assert status == 200
+    assert await head_id() == second["checkpoint_id"]
+    assert second["previous_checkpoint_id"] == first["checkpoint_id"]
