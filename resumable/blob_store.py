@@ -164,12 +164,23 @@ class BlobCheckpointStorage:
                     await blob.upload_blob(data, overwrite=False, metadata=metadata, content_type=_CONTENT_TYPE)
                 return
             except ResourceExistsError as exc:
+                if await self._is_same_upload(name, data, metadata):
+                    return
                 raise CheckpointConflict(f"Checkpoint '{name}' already exists and was not overwritten.") from exc
             except ResourceNotFoundError as exc:
                 # The container does not exist yet: create it once, then retry the upload.
                 if attempt == 2 or error_code(exc) != "ContainerNotFound":
                     raise
                 await self.ensure_container()
+
+    async def _is_same_upload(self, name: str, data: bytes, metadata: dict[str, str]) -> bool:
+        """Whether an existing blob is this very upload, landed by an attempt whose answer
+        was lost (the SDK then retries and meets its own blob). Same size and timestamp
+        on a random checkpoint ID: it is ours, and the save succeeded."""
+        with storage_unavailable_on_failure("save"):
+            props = await self.container.get_blob_client(name).get_blob_properties()
+        existing = props.metadata or {}
+        return int(props.size or 0) == len(data) and existing.get("timestamp") == metadata["timestamp"]
 
     async def ensure_container(self) -> None:
         """Create the container if it is missing."""

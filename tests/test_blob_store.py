@@ -143,3 +143,11 @@ async def test_the_upstream_two_step_pattern_works_with_this_store(store) -> Non
     result = await second.run([Message(role="user", contents=["two"])], checkpoint_storage=store)
     assert [o for o in result.get_outputs() if isinstance(o, str)] == ["middle saw two"]
     assert second.get_start_executor().seen == 2
+
+
+async def test_a_retried_upload_that_meets_its_own_blob_is_a_success(store) -> None:
+    """The SDK retries a create-only PUT whose answer was lost; the retry finds our own blob."""
+    checkpoint = await make_checkpoint()
+    await store.save(checkpoint)
+    assert await store.save(checkpoint) == checkpoint.checkpoint_id  # same bytes and metadata: not a conflict
+    assert (await store.load(checkpoint.checkpoint_id)).to_dict() == checkpoint.to_dict()
