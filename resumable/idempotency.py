@@ -18,6 +18,7 @@ import base64
 import hashlib
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,9 +68,12 @@ class IdempotencyStore:
     async def begin(self, key: str, request_fingerprint: str) -> Claim | StoredResponse:
         """Claim the key, or return the stored response of an earlier identical request."""
         name = hashlib.sha256(validate_key(key).encode()).hexdigest()
+        # A token of this attempt: if the create's answer is lost and the SDK's retry
+        # meets the record, the token shows it is this request's own claim.
+        token = uuid.uuid4().hex
         for _ in range(3):
             now = time.time()
-            claim = {"state": "in_progress", "fingerprint": request_fingerprint, "claimed_at": now}
+            claim = {"state": "in_progress", "fingerprint": request_fingerprint, "claimed_at": now, "token": token}
             try:
                 return Claim(name, request_fingerprint, await self._records.create(name, claim))
             except RecordConflict:
@@ -77,6 +81,8 @@ class IdempotencyStore:
             if existing is None:
                 continue  # deleted meanwhile: try to create again
             data = existing.data
+            if data.get("token") == token and data.get("state") == "in_progress":
+                return Claim(name, request_fingerprint, existing)
             expired = now > float(data.get("expires_at", now + 1))
             stale_claim = data.get("state") == "in_progress" and now - float(data.get("claimed_at", 0)) > CLAIM_SECONDS
             if expired or stale_claim:

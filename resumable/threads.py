@@ -82,15 +82,16 @@ class ThreadPointers:
                     record = await self._records.create(head.thread_id, data)
                 else:
                     record = await self._records.replace(head.thread_id, data, head.etag)
-        except RecordConflict as exc:
-            raise ThreadBusy("Another turn advanced this thread first; this turn was not applied.") from exc
-        except StorageUnavailable:
-            # The write may have landed with its answer lost. Look before reporting a
-            # failure, or the caller's retry would apply the turn a second time.
+        except (RecordConflict, StorageUnavailable) as exc:
+            # The write may have landed with its answer lost (a timeout, or the SDK's own
+            # retry then meeting it). Look before reporting a failure, or the caller's
+            # retry would apply the turn a second time.
             landed = await self._landed(head.thread_id, checkpoint_id)
-            if landed is None:
-                raise
-            return landed
+            if landed is not None:
+                return landed
+            if isinstance(exc, RecordConflict):
+                raise ThreadBusy("Another turn advanced this thread first; this turn was not applied.") from exc
+            raise
         return ThreadHead(head.thread_id, checkpoint_id, head.turns + 1, recent, record.etag)
 
     async def _landed(self, thread_id: str, checkpoint_id: str) -> ThreadHead | None:

@@ -112,22 +112,31 @@ async def test_slow_storage_is_503_not_a_hang(faulty: FunctionHost, disk_azurite
     print(f"\n[faults] storage 30 s slow, timeout 1 s: 503 after {elapsed:.2f} s")
 
 
+@pytest.mark.parametrize(
+    ("method", "lost_answer"),
+    [("create", "conflict"), ("replace", "conflict"), ("replace", "storage_error")],
+    ids=["new-thread-retry-meets-itself", "swap-retry-meets-itself", "swap-answer-timed-out"],
+)
 async def test_a_pointer_write_that_lands_but_loses_its_answer_counts_as_done(
-    faulty: FunctionHost, monkeypatch
+    faulty: FunctionHost, monkeypatch, method: str, lost_answer: str
 ) -> None:
-    from resumable.blob_records import BlobRecords
+    from resumable.blob_records import BlobRecords, RecordConflict
 
-    _, first, _ = await turn(faulty, "one")
-    original_replace = BlobRecords.replace
+    first = None
+    if method == "replace":
+        _, first, _ = await turn(faulty, "one")
+    original = getattr(BlobRecords, method)
 
-    async def lands_then_fails(self, name, data, etag):
-        await original_replace(self, name, data, etag)
+    async def lands_then_fails(self, name, *args):
+        await original(self, name, *args)
+        if lost_answer == "conflict":
+            raise RecordConflict(name)
         raise StorageUnavailable("Checkpoint storage could not be reached during replace record.")
 
     with monkeypatch.context() as patch:
-        patch.setattr(BlobRecords, "replace", lands_then_fails)
+        patch.setattr(BlobRecords, method, lands_then_fails)
         status, second, _ = await turn(faulty, "two")
-    # Reporting 503 here would make the caller retry a turn that already committed.
+    # Reporting an error here would make the caller retry a turn that already committed.
     assert status == 200
     assert await head_id() == second["checkpoint_id"]
-    assert second["previous_checkpoint_id"] == first["checkpoint_id"]
+    assert second["previous_checkpoint_id"] == (first["checkpoint_id"] if first else None)

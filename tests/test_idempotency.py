@@ -126,3 +126,18 @@ async def test_a_done_turn_is_not_failed_because_its_record_could_not_be_stored(
     # The claim could not be completed, so a retry waits instead of running the turn again.
     retry = await keyed(host, "key-7", {"messages": "pay"}, url="/api/threads/bills/runs")
     assert (retry.status, (await retry.json())["error"]["code"]) == (409, "request_in_progress")
+
+
+async def test_a_claim_whose_answer_was_lost_is_still_ours(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The claim is created, its answer lost, and the SDK's retry meets it: not a 409."""
+    from resumable.blob_records import BlobRecords, RecordConflict
+
+    original_create = BlobRecords.create
+
+    async def create_then_conflict(self, name, data):
+        await original_create(self, name, data)
+        raise RecordConflict(name)
+
+    monkeypatch.setattr(BlobRecords, "create", create_then_conflict)
+    response = await keyed(host, "key-8", {"messages": "hello"})
+    assert response.status == 200
