@@ -167,3 +167,26 @@ async def test_a_busy_thread_tells_the_caller_when_to_retry(host: FunctionHost) 
     busy = [r for r in results if r.status == 409]
     assert busy
     assert all(r.headers["retry-after"] == "1" for r in busy)
+
+
+async def test_a_client_that_disconnects_mid_stream_commits_nothing_and_frees_the_thread(
+    recording: FunctionHost,
+) -> None:
+    from tests import recording_workflow
+
+    assert (await thread_turn(recording, "drop", {"messages": "one"}))[0] == 200
+    service = composition.build_service(Settings.from_env())
+    before = await service.pointers.read("drop")
+    response = await recording.request(
+        "POST", "/api/threads/drop/runs", json_body={"messages": "wait for me", "stream": True}
+    )
+    frames = response.response.body_iterator
+    assert (await anext(frames)).startswith(b"event: output")
+    await frames.aclose()  # what the server does when the client goes away
+    recording_workflow.RELEASE.set()
+    after = await service.pointers.read("drop")
+    assert after.checkpoint_id == before.checkpoint_id
+    assert await service.store.list_checkpoint_ids(workflow_name=recording_workflow.NAME) == [before.checkpoint_id]
+    status, body = await thread_turn(recording, "drop", {"messages": "two"})  # the thread is not left locked
+    assert status == 200
+    assert body["previous_checkpoint_id"] == before.checkpoint_id
