@@ -9,7 +9,7 @@ import gc
 import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response
 
-from resumable import http_api, telemetry
+from resumable import http_api, maintenance, telemetry
 
 telemetry.configure()
 app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
@@ -37,6 +37,12 @@ async def get_thread(req: Request) -> Response:
 async def get_checkpoint(req: Request) -> Response:
     """A checkpoint's metadata and lineage (never its state)."""
     return await http_api.handle_get_checkpoint(req, req.path_params.get("checkpoint_id", ""))
+
+
+@app.timer_trigger(schedule="0 17 3 * * *", arg_name="timer", run_on_startup=False)
+async def sweep_orphan_checkpoints(timer: func.TimerRequest) -> None:
+    """Daily at 03:17 UTC: delete thread checkpoints that no thread reaches (lost races)."""
+    await maintenance.sweep()
 
 
 @app.route(route="health", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)

@@ -36,32 +36,53 @@ def _compile(template: str) -> re.Pattern[str]:
     return re.compile(f"/{ROUTE_PREFIX}/{regex}")
 
 
-_indexed: dict[int, tuple[func.FunctionApp, list[Route]]] = {}
+@dataclass(frozen=True)
+class Trigger:
+    """A non-HTTP function: its trigger binding and the user function."""
+
+    name: str
+    binding: dict[str, Any]
+    handler: Callable[..., Any]
 
 
-def routes_of(app: func.FunctionApp) -> list[Route]:
+@dataclass(frozen=True)
+class Index:
+    routes: list[Route]
+    triggers: dict[str, Trigger]
+
+
+_indexed: dict[int, tuple[func.FunctionApp, Index]] = {}
+
+
+def index_of(app: func.FunctionApp) -> Index:
     """Index ``app`` once, like the host does at start-up (indexing twice is an error)."""
     if id(app) not in _indexed:
         _indexed[id(app)] = (app, _index(app))
     return _indexed[id(app)][1]
 
 
-def _index(app: func.FunctionApp) -> list[Route]:
+def _index(app: func.FunctionApp) -> Index:
     routes: list[Route] = []
+    triggers: dict[str, Trigger] = {}
     for function in app.get_functions():
-        for raw in function.get_raw_bindings():
-            binding = json.loads(raw)
-            if binding.get("type") == "httpTrigger":
-                routes.append(
-                    Route(
-                        name=function.get_function_name(),
-                        methods=frozenset(m.upper() for m in binding.get("methods", [])),
-                        pattern=_compile(binding["route"]),
-                        auth_level=binding.get("authLevel", "FUNCTION"),
-                        handler=function.get_user_function(),
-                    )
+        name = function.get_function_name()
+        for binding in (json.loads(raw) for raw in function.get_raw_bindings()):
+            kind = binding.get("type", "")
+            if binding.get("direction") != "IN" or not kind.endswith("Trigger"):
+                continue
+            if kind != "httpTrigger":
+                triggers[name] = Trigger(name, binding, function.get_user_function())
+                continue
+            routes.append(
+                Route(
+                    name=name,
+                    methods=frozenset(m.upper() for m in binding.get("methods", [])),
+                    pattern=_compile(binding["route"]),
+                    auth_level=binding.get("authLevel", "FUNCTION"),
+                    handler=function.get_user_function(),
                 )
-    return routes
+            )
+    return Index(routes, triggers)
 
 
 @dataclass
@@ -100,7 +121,9 @@ class HostResponse:
 
 class FunctionHost:
     def __init__(self, app: func.FunctionApp) -> None:
-        self.routes = routes_of(app)
+        index = index_of(app)
+        self.routes = index.routes
+        self.triggers = index.triggers
 
     def match(self, method: str, path: str) -> tuple[Route, dict[str, str]] | None:
         for route in self.routes:

@@ -190,3 +190,21 @@ async def test_a_client_that_disconnects_mid_stream_commits_nothing_and_frees_th
     status, body = await thread_turn(recording, "drop", {"messages": "two"})  # the thread is not left locked
     assert status == 200
     assert body["previous_checkpoint_id"] == before.checkpoint_id
+
+
+async def test_the_daily_timer_sweeps_orphans(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    from resumable import maintenance
+
+    sweep = host.triggers["sweep_orphan_checkpoints"]
+    assert sweep.binding["type"] == "timerTrigger"
+    assert sweep.binding["schedule"] == "0 17 3 * * *"
+    await thread_turn(host, "swept", {"messages": "one"})
+    service = composition.build_service(Settings.from_env())
+    orphan = await service.store.load((await service.pointers.read("swept")).checkpoint_id)
+    orphan.checkpoint_id = "orphan-2"
+    await service.store.save(orphan, thread_id="swept")
+    monkeypatch.setattr(maintenance, "ORPHAN_MIN_AGE_SECONDS", -1)
+    await sweep.handler(None)
+    assert await service.store.list_checkpoint_ids(workflow_name="conversation-demo") == [
+        (await service.pointers.read("swept")).checkpoint_id
+    ]

@@ -1,0 +1,21 @@
+"""Housekeeping run by the timer function: remove checkpoints no thread can reach."""
+
+from __future__ import annotations
+
+import logging
+
+from .composition import build_service, load_settings
+from .threads import sweep_orphans
+
+logger = logging.getLogger(__name__)
+
+# Old enough that no turn is still between saving its checkpoint and moving its thread.
+ORPHAN_MIN_AGE_SECONDS = 3600
+
+
+async def sweep() -> list[str]:
+    """Delete thread checkpoints that lost their race and were not cleaned up at once."""
+    service = build_service(load_settings())
+    deleted = await sweep_orphans(service.pointers, service.store, older_than_seconds=ORPHAN_MIN_AGE_SECONDS)
+    logger.info("orphan sweep finished", extra={"deleted": len(deleted)})
+    return deleted
