@@ -1,4 +1,4 @@
-"""Azure Functions entry point: routes only. The flow lives in ``resumable/``.
+"""Azure Functions entry point: the triggers only. The flow lives in ``resumable/``.
 
 HTTP → parse (``run_request``) → load (``blob_store``) → resume (``atomic_resume``)
 → save (``blob_store``) → respond (``run_result`` / ``sse``).
