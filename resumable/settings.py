@@ -1,6 +1,6 @@
 """Every app setting the code reads, in one place.
 
-``tests/test_settings_parity.py`` checks this list against
+``tests/test_infra.py::test_settings_parity_code_local_and_bicep`` checks these lists against
 ``local.settings.sample.json`` and the Bicep app settings, so the three cannot drift.
 """
 
@@ -56,7 +56,7 @@ PLATFORM_SETTINGS = (
     "AzureWebJobsStorage__credential",  # host storage via managed identity
     "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY",  # lets the worker join the host's OpenTelemetry traces
     "AZURE_CLIENT_ID",  # DefaultAzureCredential's choice of user-assigned identity (model calls)
-    "ENABLE_SENSITIVE_DATA",  # Agent Framework's switch for message content in telemetry and our logs
+    "ENABLE_SENSITIVE_DATA",  # Agent Framework's switch for message content in its spans (we never log it)
 )
 
 DEFAULT_MAX_REQUEST_BYTES = 1024 * 1024
