@@ -4,7 +4,7 @@
 # optional matplotlib (requirements-bench.txt) and writes a PNG.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --no-iac
 case " $* " in
   *" --plot "*) .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-bench.txt ;;
 esac

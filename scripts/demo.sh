@@ -4,7 +4,7 @@
 # `scripts/demo.sh --func` then serves the same app with `func start`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --no-iac
 .venv/bin/python examples/three_turns.py
 
 if [ "${1:-}" = "--func" ]; then

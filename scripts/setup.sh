@@ -11,7 +11,8 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
-if [ ! -x .venv-iac/bin/checkov ]; then
+# The infra checks' own venv; the demo and the benchmark skip it (--no-iac).
+if [ "${1:-}" != "--no-iac" ] && [ ! -x .venv-iac/bin/checkov ]; then
   "$PYTHON" -m venv .venv-iac
   .venv-iac/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-iac.txt
 fi
