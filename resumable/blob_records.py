@@ -14,7 +14,7 @@ from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob.aio import ContainerClient
 
-from .storage_errors import create_container_if_missing, error_code, storage_unavailable_on_failure
+from .storage_errors import error_code, storage_unavailable_on_failure, upload_new
 
 MAX_RECORD_BYTES = 1024 * 1024
 
@@ -40,8 +40,11 @@ class BlobRecords:
         self._container = container
         self._prefix = prefix
 
+    def _blob_name(self, name: str) -> str:
+        return f"{self._prefix}{name}.json"
+
     def _blob(self, name: str) -> Any:
-        return self._container.get_blob_client(f"{self._prefix}{name}.json")
+        return self._container.get_blob_client(self._blob_name(name))
 
     async def get(self, name: str) -> Record | None:
         with storage_unavailable_on_failure("read record"):
@@ -59,22 +62,13 @@ class BlobRecords:
     async def create(self, name: str, data: dict[str, Any]) -> Record:
         """Create the record; ``RecordConflict`` if it already exists."""
         body = json.dumps(data, separators=(",", ":")).encode()
-        for attempt in (1, 2):
-            try:
-                with storage_unavailable_on_failure("create record"):
-                    result = await self._blob(name).upload_blob(body, overwrite=False)
-                return Record(data, str(result["etag"]))
-            except ResourceExistsError as exc:
+        try:
+            result = await upload_new(self._container, self._blob_name(name), body)
+        except HttpResponseError as exc:  # ResourceExistsError included
+            if _is_conflict(exc):
                 raise RecordConflict(name) from exc
-            except ResourceNotFoundError:
-                if attempt == 2:
-                    raise
-                await create_container_if_missing(self._container)
-            except HttpResponseError as exc:
-                if _is_conflict(exc):
-                    raise RecordConflict(name) from exc
-                raise
-        raise AssertionError("unreachable")
+            raise
+        return Record(data, str(result["etag"]))
 
     async def replace(self, name: str, data: dict[str, Any], etag: str) -> Record:
         """Overwrite the record if it still has ``etag``; ``RecordConflict`` otherwise."""

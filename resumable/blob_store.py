@@ -23,7 +23,7 @@ from . import tracing
 from .checkpoint_codec import CheckpointCodec
 from .errors import CheckpointConflict, CheckpointNotFound
 from .ids import validate_id
-from .storage_errors import create_container_if_missing, error_code, storage_unavailable_on_failure
+from .storage_errors import create_container_if_missing, storage_unavailable_on_failure, upload_new
 
 logger = logging.getLogger(__name__)
 
@@ -157,21 +157,11 @@ class BlobCheckpointStorage:
         return checkpoint.checkpoint_id
 
     async def _upload_create_only(self, name: str, data: bytes, metadata: dict[str, str]) -> None:
-        blob = self.container.get_blob_client(name)
-        for attempt in (1, 2):
-            try:
-                with storage_unavailable_on_failure("save"):
-                    await blob.upload_blob(data, overwrite=False, metadata=metadata, content_type=_CONTENT_TYPE)
-                return
-            except ResourceExistsError as exc:
-                if await self._is_same_upload(name, data, metadata):
-                    return
+        try:
+            await upload_new(self.container, name, data, metadata=metadata, content_type=_CONTENT_TYPE)
+        except ResourceExistsError as exc:
+            if not await self._is_same_upload(name, data, metadata):
                 raise CheckpointConflict(f"Checkpoint '{name}' already exists and was not overwritten.") from exc
-            except ResourceNotFoundError as exc:
-                # The container does not exist yet: create it once, then retry the upload.
-                if attempt == 2 or error_code(exc) != "ContainerNotFound":
-                    raise
-                await self.ensure_container()
 
     async def _is_same_upload(self, name: str, data: bytes, metadata: dict[str, str]) -> bool:
         """Whether an existing blob is this very upload, landed by an attempt whose answer

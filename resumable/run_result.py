@@ -74,7 +74,7 @@ class ResultCollector:
                 return "output", {"executor_id": executor_id, "message": item}
             value = to_json(data)
             self.outputs.append(value)
-            return "output", {"executor_id": event.executor_id, "output": value}
+            return "output", {"executor_id": executor_id, "output": value}
         if event.type == "request_info":
             return "request_info", request_json(event)
         return None

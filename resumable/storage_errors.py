@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob.aio import ContainerClient
@@ -50,3 +51,21 @@ async def create_container_if_missing(container: ContainerClient) -> None:
             logger.info("Created blob container %s", container.container_name)
         except ResourceExistsError:
             pass
+
+
+async def upload_new(container: ContainerClient, name: str, data: bytes, **kwargs: Any) -> dict[str, Any]:
+    """Create-only upload; creates a missing container once and retries.
+
+    An existing blob raises ``ResourceExistsError`` (409): never an overwrite. Callers
+    decide what a collision means.
+    """
+    blob = container.get_blob_client(name)
+    for attempt in (1, 2):
+        try:
+            with storage_unavailable_on_failure("save"):
+                return await blob.upload_blob(data, overwrite=False, **kwargs)
+        except ResourceNotFoundError as exc:
+            if attempt == 2 or error_code(exc) != "ContainerNotFound":
+                raise
+            await create_container_if_missing(container)
+    raise AssertionError("unreachable")
