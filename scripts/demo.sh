@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up, then run the demo: a three-turn conversation resumed from checkpoints in
 # Azurite, one workflow run per turn. With Azure Functions Core Tools installed,
-# `scripts/demo.sh --func` then serves the same app with `func start`.
+# `scripts/demo.sh --func` then serves the same app with `func start`, as README
+# "Run it with func start" does (the same Azurite command line; a test compares them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --no-iac
@@ -12,9 +13,20 @@ if [ "${1:-}" = "--func" ]; then
     echo "Azure Functions Core Tools (func) is not installed; see README 'Run it with func start'." >&2
     exit 1
   fi
+  if (exec 3<>/dev/tcp/127.0.0.1/10000) 2>/dev/null; then
+    echo "Port 10000 is taken (another Azurite?): stop whatever listens there (lsof -i :10000), then run this again." >&2
+    exit 1
+  fi
   [ -f local.settings.json ] || cp local.settings.sample.json local.settings.json
-  node_modules/.bin/azurite-blob --blobHost 127.0.0.1 --blobPort 10000 --inMemoryPersistence --disableTelemetry &
-  trap 'kill %1' EXIT
+  node_modules/.bin/azurite-blob --blobHost 127.0.0.1 --blobPort 10000 --inMemoryPersistence \
+      --disableTelemetry --skipApiVersionCheck &
+  azurite=$!
+  trap 'kill "$azurite" 2>/dev/null' EXIT
+  for _ in $(seq 50); do
+    (exec 3<>/dev/tcp/127.0.0.1/10000) 2>/dev/null && break
+    kill -0 "$azurite" 2>/dev/null || { echo "Azurite did not start (see its output above)." >&2; exit 1; }
+    sleep 0.2
+  done
   . .venv/bin/activate
   func start
 fi
