@@ -1,21 +1,175 @@
 #!/usr/bin/env bash
-# Install everything from the project's own files: a venv with the pinned Python
-# dependencies, checkov in a venv of its own, and the pinned Azurite from
+# Install everything from the project's own files: .venv with the pinned Python
+# dependencies, checkov in a venv of its own (.venv-iac), and the pinned Azurite from
 # package-lock.json. Safe to run again.
+#
+#   scripts/setup.sh            # everything scripts/test.sh needs
+#   scripts/setup.sh --no-iac   # without checkov: enough for the demo, func start, the benchmark
+#   PYTHON=/path/to/python3.11 scripts/setup.sh   # use this interpreter instead of searching PATH
+#
+# It checks the prerequisites first (a supported Python, Node.js, npm) and installs
+# nothing if one is missing: each problem is one line that says what to install.
+# A venv built with another interpreter is rebuilt; one whose requirements changed is
+# rebuilt; one that is up to date is left alone (a stamp file records what built it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PYTHON="${PYTHON:-python3.11}"
-command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
-if [ ! -x .venv/bin/python ]; then
-  "$PYTHON" -m venv .venv
+with_iac=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-iac) with_iac=0 ;;
+    *) echo "usage: scripts/setup.sh [--no-iac]" >&2; exit 2 ;;
+  esac
+done
+
+problems=()
+notes=()
+
+# --- Python: the versions pyproject.toml's requires-python allows, newest first ------------
+# The range lives in pyproject.toml alone ("requires-python = ">=3.A,<3.B""); widening it
+# there is all it takes for setup to accept, and prefer, the newer versions.
+requires=$(sed -n 's/^requires-python *= *"\(.*\)" *$/\1/p' pyproject.toml)
+if [[ "$requires" =~ ^\>=3\.([0-9]+),\ *\<3\.([0-9]+)$ ]]; then
+  lowest=${BASH_REMATCH[1]} beyond=${BASH_REMATCH[2]}
+else
+  echo "scripts/setup.sh understands requires-python of the form \">=3.A,<3.B\"; pyproject.toml has \"$requires\"." >&2
+  exit 1
 fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
-# The infra checks' own venv; the demo and the benchmark skip it (--no-iac).
-if [ "${1:-}" != "--no-iac" ] && [ ! -x .venv-iac/bin/checkov ]; then
-  "$PYTHON" -m venv .venv-iac
-  .venv-iac/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-iac.txt
+supported=()
+for ((minor = beyond - 1; minor >= lowest; minor--)); do supported+=("3.$minor"); done
+if [ "${#supported[@]}" -eq 1 ]; then wanted="Python ${supported[0]}"; else wanted="Python ${supported[${#supported[@]} - 1]}–${supported[0]}"; fi
+example="python${supported[0]}"
+
+# Prints "version executable base_prefix" for an interpreter, or nothing if it does not run.
+describe_python() {
+  "$1" -c 'import os, sys; print("%d.%d.%d" % sys.version_info[:3], sys.executable, os.path.realpath(sys.base_prefix))' 2>/dev/null || true
+}
+is_supported() {
+  local version
+  for version in "${supported[@]}"; do [[ "$1" == "$version".* ]] && return 0; done
+  return 1
+}
+
+python_info=""
+if [ -n "${PYTHON:-}" ]; then
+  python_info=$(describe_python "$PYTHON")
+  if [ -z "$python_info" ]; then
+    problems+=("PYTHON=$PYTHON does not run: set PYTHON to a $wanted interpreter (e.g. PYTHON=/usr/bin/$example), or unset it to search PATH.")
+  elif ! is_supported "${python_info%% *}"; then
+    problems+=("PYTHON=$PYTHON is Python ${python_info%% *}, but this project needs $wanted (pyproject.toml: requires-python \"$requires\"): install $wanted and set PYTHON to it (e.g. PYTHON=/usr/bin/$example), or unset PYTHON.")
+    python_info=""
+  fi
+else
+  for candidate in "${supported[@]/#/python}" python3; do
+    command -v "$candidate" >/dev/null 2>&1 || continue
+    info=$(describe_python "$candidate")
+    if [ -n "$info" ] && is_supported "${info%% *}"; then python_info=$info; break; fi
+  done
+  if [ -z "$python_info" ]; then
+    problems+=("$wanted is not on PATH (pyproject.toml: requires-python \"$requires\"): install it (apt install $example $example-venv, brew install python@${supported[0]}, or pyenv install ${supported[0]}), or set PYTHON=/path/to/$example.")
+  fi
 fi
-if [ ! -x node_modules/.bin/azurite-blob ]; then
+if [ -n "$python_info" ]; then
+  read -r python_version python_exe python_base <<<"$python_info"
+  if ! "$python_exe" -c 'import ensurepip, venv' 2>/dev/null; then
+    problems+=("Python $python_version at $python_exe cannot create venvs: install its venv module (apt install python${python_version%.*}-venv).")
+  fi
+fi
+
+# --- Node.js and npm, for Azurite ----------------------------------------------------------
+# Azurite's package declares the Node.js it supports (engines); read it from the lock file so
+# the check follows the pinned version. Node 20 runs it here (the whole test suite passes on
+# 20.20) but is below what Azurite declares, so it gets a warning, not a refusal.
+azurite_lock=$(awk '/"node_modules\/azurite": \{/ {found = 1} found && /"(version|node)":/ {print} found && /"node":/ {exit}' package-lock.json)
+azurite_version=$(sed -n 's/.*"version": *"\([^"]*\)".*/\1/p' <<<"$azurite_lock" | head -n 1)
+node_range=$(sed -n 's/.*"node": *"\([^"]*\)".*/\1/p' <<<"$azurite_lock")
+node_supported=$(sed -n 's/^>=\([0-9]*\).*/\1/p' <<<"$node_range")
+node_supported=${node_supported:-22}
+node_works=20
+azurite_installed() {
+  [ -x node_modules/.bin/azurite-blob ] &&
+    [ "$(node -p 'require("./node_modules/azurite/package.json").version' 2>/dev/null)" = "$azurite_version" ]
+}
+if ! command -v node >/dev/null 2>&1; then
+  problems+=("Node.js is not installed: install Node.js $node_supported LTS or newer (Azurite $azurite_version requires node $node_range), from https://nodejs.org or your package manager.")
+else
+  node_version=$(node --version 2>/dev/null || echo unknown)
+  node_major=$(sed -n 's/^v\([0-9]*\)\..*/\1/p' <<<"$node_version")
+  if [ -z "$node_major" ] || [ "$node_major" -lt "$node_works" ]; then
+    problems+=("Node.js $node_version is too old for Azurite $azurite_version (it requires node $node_range): install Node.js $node_supported LTS or newer.")
+  elif [ "$node_major" -lt "$node_supported" ]; then
+    notes+=("Node.js $node_version: Azurite $azurite_version declares node $node_range; it runs on Node $node_works (the tests pass on it), but only $node_supported+ is supported.")
+  fi
+  if ! azurite_installed && ! command -v npm >/dev/null 2>&1; then
+    problems+=("npm is not installed, and it is needed to install Azurite: install npm (it comes with the Node.js installers from https://nodejs.org; apt install npm).")
+  fi
+fi
+
+if [ "${#problems[@]}" -gt 0 ]; then
+  printf '%s\n' "${problems[@]}" >&2
+  exit 1
+fi
+
+echo "Python: $python_exe ($python_version)${PYTHON:+, from PYTHON}"
+echo "Node.js: $node_version; Azurite $azurite_version"
+if [ "${#notes[@]}" -gt 0 ]; then printf '%s\n' "${notes[@]}" >&2; fi
+
+# --- venvs ---------------------------------------------------------------------------------
+# A venv's stamp records the interpreter that built it and a hash of the files it was
+# installed from; a mismatch rebuilds it.
+fingerprint() {
+  "$python_exe" - "$@" <<'PY'
+import hashlib
+import sys
+
+digest = hashlib.sha256()
+for name in sys.argv[1:]:
+    with open(name, "rb") as handle:
+        digest.update(name.encode() + b"\0" + handle.read() + b"\0")
+print(digest.hexdigest())
+PY
+}
+
+# ensure_venv DIR REQUIREMENTS CONSTRAINTS [FILES HASHED]...
+ensure_venv() {
+  local dir=$1 requirements=$2 constraints=$3
+  shift 3
+  local want built stamp_file="$dir/.setup-stamp"
+  want="python $python_version $python_base"$'\n'"files $(fingerprint "$requirements" "$constraints" "$@")"
+  built=$(describe_python "$dir/bin/python")
+  if [ ! -e "$dir" ]; then
+    echo "Creating $dir with Python $python_version."
+  elif [ -z "$built" ]; then
+    echo "Rebuilding $dir: its Python does not run."
+    rm -rf "$dir"
+  elif [ "${built%% *}" != "$python_version" ] || [ "${built##* }" != "$python_base" ]; then
+    echo "Rebuilding $dir: it was built with Python ${built%% *} (${built##* }), this run uses $python_version ($python_base)."
+    rm -rf "$dir"
+  elif [ ! -f "$stamp_file" ]; then
+    # Built by an older setup.sh with this same interpreter: bring it in line, keep it.
+    echo "Updating $dir: no record of what it was built from; installing the pinned set into it."
+  elif [ "$(cat "$stamp_file")" != "$want" ]; then
+    echo "Rebuilding $dir: $requirements, $constraints or what they include changed since it was built."
+    rm -rf "$dir"
+  else
+    echo "$dir is up to date."
+    return 0
+  fi
+  [ -e "$dir" ] || "$python_exe" -m venv "$dir"
+  "$dir/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements" -c "$constraints"
+  printf '%s\n' "$want" >"$stamp_file"
+}
+
+ensure_venv .venv requirements-dev.txt constraints.txt requirements.txt
+# The infra checks' own venv (checkov pins packages the test venv cannot share).
+if [ "$with_iac" = 1 ]; then
+  ensure_venv .venv-iac requirements-iac.txt constraints-iac.txt
+fi
+
+# --- Azurite -------------------------------------------------------------------------------
+if azurite_installed; then
+  echo "Azurite $azurite_version is installed."
+else
+  echo "Installing Azurite $azurite_version (npm ci)."
   npm ci --no-audit --no-fund --loglevel=error
 fi

@@ -1,0 +1,190 @@
+"""scripts/setup.sh checks its prerequisites before installing anything, and keeps no wrong venv.
+
+Each run happens in a scratch copy of the files setup.sh reads, never in the working tree, so
+a check that fails to stop it cannot touch the project's own .venv or node_modules. The
+prerequisite tests install nothing; the venv tests use empty requirement files, so pip has
+nothing to fetch and the only cost is creating small venvs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SETUP_INPUTS = ["scripts/setup.sh", "pyproject.toml", "package.json", "package-lock.json"]
+THIS_PYTHON = Path(sys.executable)  # the test venv's 3.11: a supported interpreter
+HIDDEN = {"node", "npm", "npx"}
+
+
+def _pyenv_python(version: str) -> Path:
+    """An interpreter pyenv installed, or skip: used only as an unsupported version."""
+    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    found = sorted((root / "versions").glob(f"{version}*/bin/python{version}"))
+    if not found:
+        pytest.skip(f"no Python {version} under {root}/versions")
+    return found[-1]
+
+
+def _scratch(tmp_path: Path, *, empty_requirements: bool = False) -> Path:
+    project = tmp_path / "project"
+    (project / "scripts").mkdir(parents=True)
+    for name in SETUP_INPUTS:
+        shutil.copy(ROOT / name, project / name)
+    for source in [*ROOT.glob("requirements*.txt"), *ROOT.glob("constraints*.txt")]:
+        text = "" if empty_requirements else source.read_text()
+        (project / source.name).write_text(text)
+    return project
+
+
+def _path_without(tmp_path: Path, hidden: set[str], extra: dict[str, str] | None = None) -> str:
+    """A PATH holding every command the current PATH has, except ``hidden``, plus ``extra`` scripts."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in (extra or {}).items():
+        script = bin_dir / name
+        script.write_text("#!/bin/sh\n" + body)
+        script.chmod(0o755)
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        if not os.path.isdir(directory):
+            continue
+        for entry in os.scandir(directory):
+            target = bin_dir / entry.name
+            if entry.name in hidden or target.exists() or not os.access(entry.path, os.X_OK):
+                continue
+            target.symlink_to(entry.path)
+    return str(bin_dir)
+
+
+def _setup(project: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "scripts/setup.sh", *args],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def _refused(project: Path, done: subprocess.CompletedProcess[str]) -> str:
+    """The first output line of a run that must have stopped before installing anything."""
+    assert done.returncode == 1, done.stdout
+    assert not (project / ".venv").exists() and not (project / "node_modules").exists()
+    return done.stdout.splitlines()[0]
+
+
+def test_missing_node_is_named_on_the_first_line(tmp_path: Path) -> None:
+    project = _scratch(tmp_path)
+    env = {**os.environ, "PATH": _path_without(tmp_path, HIDDEN), "PYTHON": str(THIS_PYTHON)}
+    first = _refused(project, _setup(project, env))
+    assert first.startswith("Node.js is not installed: install Node.js 22 LTS or newer"), first
+
+
+def test_node_older_than_azurite_runs_on_is_refused(tmp_path: Path) -> None:
+    project = _scratch(tmp_path)
+    old_node = {"node": 'echo "v18.20.4"\n'}
+    env = {**os.environ, "PATH": _path_without(tmp_path, HIDDEN, old_node), "PYTHON": str(THIS_PYTHON)}
+    first = _refused(project, _setup(project, env))
+    assert first.startswith("Node.js v18.20.4 is too old for Azurite 3.37.0"), first
+    assert "install Node.js 22" in first
+
+
+def test_missing_npm_is_named_when_azurite_must_be_installed(tmp_path: Path) -> None:
+    project = _scratch(tmp_path)
+    env = {**os.environ, "PATH": _path_without(tmp_path, {"npm", "npx"}), "PYTHON": str(THIS_PYTHON)}
+    first = _refused(project, _setup(project, env))
+    assert first.startswith("npm is not installed"), first
+
+
+def test_unsupported_python_is_named_on_the_first_line(tmp_path: Path) -> None:
+    project = _scratch(tmp_path)
+    python312 = _pyenv_python("3.12")
+    env = {**os.environ, "PATH": _path_without(tmp_path, HIDDEN), "PYTHON": str(python312)}
+    done = _setup(project, env)
+    first = _refused(project, done)
+    assert first.startswith(f"PYTHON={python312} is Python 3.12"), first
+    assert 'needs Python 3.11 (pyproject.toml: requires-python ">=3.11,<3.12")' in first
+    # Node is missing too: every problem is reported, each on its own line, Python first.
+    assert done.stdout.splitlines()[1].startswith("Node.js is not installed")
+
+
+def test_python_that_does_not_run_is_named(tmp_path: Path) -> None:
+    project = _scratch(tmp_path)
+    env = {**os.environ, "PYTHON": str(tmp_path / "no-such-python")}
+    first = _refused(project, _setup(project, env))
+    assert first.startswith(f"PYTHON={tmp_path / 'no-such-python'} does not run"), first
+
+
+@pytest.fixture
+def installed_azurite(tmp_path: Path) -> Path:
+    """A scratch project whose node_modules is the working tree's (read-only use: no npm runs)."""
+    project = _scratch(tmp_path, empty_requirements=True)
+    (project / "node_modules").symlink_to(ROOT / "node_modules")
+    return project
+
+
+def test_venvs_are_kept_when_current_and_rebuilt_when_their_pins_change(installed_azurite: Path) -> None:
+    project = installed_azurite
+    env = {**os.environ, "PYTHON": str(THIS_PYTHON)}
+    version = ".".join(map(str, sys.version_info[:3]))
+
+    first = _setup(project, env, "--no-iac")
+    assert first.returncode == 0, first.stdout
+    lines = first.stdout.splitlines()
+    assert lines[0].startswith("Python: ") and f"({version}), from PYTHON" in lines[0]
+    assert f"Creating .venv with Python {version}." in lines
+    assert not (project / ".venv-iac").exists()
+    assert "Azurite 3.37.0 is installed." in lines
+
+    with_iac = _setup(project, env).stdout.splitlines()
+    assert ".venv is up to date." in with_iac
+    assert f"Creating .venv-iac with Python {version}." in with_iac
+
+    with (project / "constraints.txt").open("a") as handle:
+        handle.write("# a changed pin\n")
+    changed = _setup(project, env)
+    assert changed.returncode == 0, changed.stdout
+    lines = changed.stdout.splitlines()
+    assert "Rebuilding .venv: requirements-dev.txt, constraints.txt or what they include changed" in changed.stdout
+    assert ".venv-iac is up to date." in lines  # its own pins live in constraints-iac.txt
+    assert ".venv is up to date." in _setup(project, env, "--no-iac").stdout.splitlines()
+
+
+def test_venv_built_with_another_python_is_rebuilt(installed_azurite: Path) -> None:
+    project = installed_azurite
+    other = _pyenv_python("3.12")
+    subprocess.run([str(other), "-m", "venv", "--without-pip", str(project / ".venv")], check=True, timeout=120)
+    env = {**os.environ, "PYTHON": str(THIS_PYTHON)}
+    done = _setup(project, env, "--no-iac")
+    assert done.returncode == 0, done.stdout
+    assert any(line.startswith("Rebuilding .venv: it was built with Python 3.12") for line in done.stdout.splitlines())
+    built = subprocess.run(
+        [str(project / ".venv" / "bin" / "python"), "-c", "import sys; print(sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert built.stdout.strip() == str(sys.version_info[:2])
+
+
+def test_iac_constraints_pin_what_requirements_iac_names() -> None:
+    pins = dict(
+        line.split("==", 1)
+        for line in (ROOT / "constraints-iac.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    for line in (ROOT / "requirements-iac.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, version = line.split("==", 1)
+            assert pins[name] == version
+    # The two pins that make checkov need its own venv.
+    assert pins["pycep-parser"] == "0.5.1"
+    assert "packaging" in pins
