@@ -3,7 +3,8 @@ then a streamed turn and a webhook retry on a thread.
 
 Starts Azurite (unless CHECKPOINT_STORAGE is already set), then drives the registered
 functions in-process exactly as the Functions host would, and prints each turn's
-reply and the checkpoint chain read back from Blob Storage.
+reply, the checkpoint chain read back from Blob Storage, a streamed turn, and a
+webhook retry that replays the first answer without writing anything.
 
     python examples/three_turns.py
 """
@@ -11,6 +12,7 @@ reply and the checkpoint chain read back from Blob Storage.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from pathlib import Path
@@ -19,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from devtools.azurite import start_azurite
 from devtools.function_host import FunctionHost
-from resumable.storage_client import close_all
+from resumable.settings import Settings
+from resumable.storage_client import close_all, container_client
 
 
 async def converse(host: FunctionHost) -> None:
@@ -34,7 +37,8 @@ async def converse(host: FunctionHost) -> None:
             print(f"  user> {text}\n  bot > {message['content']}")
         if body["status"] == "pending_requests":
             request = body["pending_requests"][0]
-            print(f"  user> {text}\n  (paused: request {request['request_id']} asks {request['data']})")
+            print(f"  user> {text}\n  (paused; the reply's pending request, as JSON:)")
+            print(_indent(json.dumps(request, indent=2), "    "))
             resp = await host.request(
                 "POST",
                 "/api/runs",
@@ -50,6 +54,10 @@ async def converse(host: FunctionHost) -> None:
         info = await (await host.request("GET", f"/api/checkpoints/{checkpoint_id}")).json()
         print(f"  {info['checkpoint_id']}  status={info['status']:<16} size={info['size_bytes']}B")
         checkpoint_id = info["previous_checkpoint_id"]
+    print(
+        "  Three turns, four checkpoints: each run saves one, and the approval was a run of its own\n"
+        "  (it resumed the paused checkpoint with `responses` instead of `messages`)."
+    )
 
     print("\nA fourth turn from the latest checkpoint, streamed as server-sent events:")
     resp = await host.request(
@@ -59,10 +67,13 @@ async def converse(host: FunctionHost) -> None:
         headers={"Accept": "text/event-stream"},
     )
     async for event, data in resp.events():
-        print(f"  event: {event:<12} {data if event != 'done' else {'checkpoint_id': data['checkpoint_id']}}")
+        shown = data if event != "done" else {"checkpoint_id": data["checkpoint_id"]}
+        print(f"  event: {event:<12} {json.dumps(shown)}")
 
     print("\nA webhook delivers a turn on thread 'ticket-42', then retries it (same Idempotency-Key):")
+    delivered: list[str] = []
     for attempt in ("first delivery", "retry"):
+        blobs_before = await _blob_names()
         resp = await host.request(
             "POST",
             "/api/threads/ticket-42/runs",
@@ -70,9 +81,26 @@ async def converse(host: FunctionHost) -> None:
             headers={"Idempotency-Key": "delivery-7f3a"},
         )
         body = await resp.json()
-        print(f"  {attempt:<15} HTTP {resp.status}  checkpoint {body['checkpoint_id']}")
+        written = sorted(await _blob_names() - blobs_before)
+        delivered.append(body["checkpoint_id"])
+        kinds = f" ({', '.join(name.split('/')[0] + '/…' for name in written)})" if written else ""
+        print(
+            f"  {attempt:<15} HTTP {resp.status}  checkpoint {body['checkpoint_id']}  new blobs: {len(written)}{kinds}"
+        )
     thread = await (await host.request("GET", "/api/threads/ticket-42")).json()
+    same = "the same checkpoint ID" if delivered[0] == delivered[1] else "DIFFERENT checkpoint IDs"
+    print(f"  The retry got {same} and created no blob: the first reply, replayed.")
     print(f"  thread head {thread['checkpoint_id']} after {thread['turns']} turn(s): the retry ran nothing")
+
+
+async def _blob_names() -> set[str]:
+    """Every blob in the checkpoint container (checkpoints, thread pointers, idempotency records)."""
+    container = container_client(Settings.from_env())
+    return {blob.name async for blob in container.list_blobs()}
+
+
+def _indent(text: str, prefix: str) -> str:
+    return "\n".join(prefix + line for line in text.splitlines())
 
 
 async def main() -> None:

@@ -38,9 +38,24 @@ def test_three_turn_demo_prints_a_checkpoint_chain(azurite: Azurite) -> None:
     assert 'Approval answer: "approved"' in out
     chain = re.findall(r"^  ([0-9a-f-]{36})  status=(\w+)", out, re.MULTILINE)
     assert [status for _, status in chain] == ["idle", "pending_requests", "idle", "idle"]
+    assert "Three turns, four checkpoints" in out and "the approval was a run of its own" in out
     assert "event: done" in out
-    retried = re.findall(r"^  (?:first delivery|retry)\s+HTTP 200  checkpoint (\S+)", out, re.MULTILINE)
-    assert len(retried) == 2 and retried[0] == retried[1]
+    # The pending request is printed as JSON (indented under its heading), not as a Python dict.
+    pending = re.search(r"as JSON:\)\n(    \{\n.*?\n    \})\n", out, re.DOTALL)
+    assert pending, out
+    request = json.loads(pending.group(1))
+    assert request["data"]["text"] == "Book it, pending approval." and request["request_id"]
+    # Streamed events are JSON too.
+    for line in re.findall(r"^  event: \w+\s+(.*)$", out, re.MULTILINE):
+        json.loads(line)
+    retried = re.findall(
+        r"^  (?:first delivery|retry)\s+HTTP 200  checkpoint (\S+)  new blobs: (\d+)", out, re.MULTILINE
+    )
+    assert len(retried) == 2
+    (first_id, first_new), (retry_id, retry_new) = retried
+    assert first_id == retry_id
+    assert int(first_new) >= 1 and int(retry_new) == 0
+    assert "the same checkpoint ID and created no blob" in out
     assert "after 1 turn(s)" in out
 
 
