@@ -114,6 +114,18 @@ echo "Python: $python_exe ($python_version)${PYTHON:+, from PYTHON}"
 echo "Node.js: $node_version; Azurite $azurite_version"
 if [ "${#notes[@]}" -gt 0 ]; then printf '%s\n' "${notes[@]}" >&2; fi
 
+# --- Azurite, installed while pip works: both mostly wait on the network ---------------------
+npm_pid=""
+if azurite_installed; then
+  echo "Azurite $azurite_version is installed."
+else
+  echo "Installing Azurite $azurite_version (npm ci, alongside the Python packages)."
+  npm_log=$(mktemp)
+  npm ci --no-audit --no-fund --prefer-offline --loglevel=error >"$npm_log" 2>&1 &
+  npm_pid=$!
+  trap 'kill "$npm_pid" 2>/dev/null || true; rm -f "$npm_log"' EXIT
+fi
+
 # --- venvs ---------------------------------------------------------------------------------
 # A venv's stamp records the interpreter that built it and a hash of the files it was
 # installed from; a mismatch rebuilds it.
@@ -166,10 +178,13 @@ if [ "$with_iac" = 1 ]; then
   ensure_venv .venv-iac requirements-iac.txt constraints-iac.txt
 fi
 
-# --- Azurite -------------------------------------------------------------------------------
-if azurite_installed; then
-  echo "Azurite $azurite_version is installed."
-else
-  echo "Installing Azurite $azurite_version (npm ci)."
-  npm ci --no-audit --no-fund --loglevel=error
+if [ -n "$npm_pid" ]; then
+  if ! wait "$npm_pid"; then
+    cat "$npm_log" >&2
+    echo "npm ci failed (its output is above); Azurite is not installed." >&2
+    exit 1
+  fi
+  trap - EXIT
+  rm -f "$npm_log"
+  echo "Azurite $azurite_version installed."
 fi
