@@ -20,7 +20,7 @@ param vnetEnabled bool = false
 @description('Blob container for checkpoints.')
 param checkpointContainerName string = 'checkpoints'
 
-@description('Days after which checkpoint blobs are deleted; 0 keeps them forever.')
+@description('Days a thread (its pointer and checkpoints) may sit unread and unwritten before it is deleted; 0 keeps everything.')
 @minValue(0)
 param checkpointRetentionDays int = 30
 

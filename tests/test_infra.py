@@ -23,6 +23,7 @@ from resumable.settings import (
     TELEMETRY_SETTINGS,
     TUNING_SETTINGS,
 )
+from resumable.threads import PREFIX as THREADS_PREFIX
 
 ROOT = Path(__file__).resolve().parent.parent
 INFRA = ROOT / "infra"
@@ -142,19 +143,39 @@ def test_storage_account_is_locked_down() -> None:
         assert resource("app/storage.bicep", container)["properties"]["publicAccess"] == "None"
 
 
-def test_lifecycle_rules_expire_checkpoints_and_idempotency_records() -> None:
+def test_lifecycle_rules_expire_idle_threads_whole_and_idempotency_records() -> None:
+    """Retention goes by idle time, never by age, so a thread in use never loses its head.
+
+    Azurite has no lifecycle rules, so the rules are checked here on the template; what a
+    caller sees once they fired is tested in tests/test_thread_pointers.py.
+    """
     storage = parsed("app/storage.bicep")
-    rules = resource("app/storage.bicep", "lifecycle")["properties"]["policy"]["rules"]
-    # Checkpoint expiry can be turned off (0 days); idempotency expiry always applies.
-    assert json.dumps(rules).count("checkpointRetentionDays") == 1
-    checkpoint_rule = storage["variables"]["checkpointRule"]["value"]["definition"]
-    assert checkpoint_rule["actions"]["baseBlob"]["delete"] == {
-        "daysAfterCreationGreaterThan": "checkpointRetentionDays"
+    tracking = resource("app/storage.bicep", "blobService")["properties"]["lastAccessTimeTrackingPolicy"]
+    assert tracking == {
+        "enable": True,
+        "name": "AccessTimeTracking",
+        "trackingGranularityInDays": 1,
+        "blobType": ["blockBlob"],
     }
-    # The rule must match where blob_store writes checkpoints, and nothing else.
-    assert checkpoint_rule["filters"]["prefixMatch"] == ["${checkpointContainerName}/" + BLOB_PREFIX]
+    rules = resource("app/storage.bicep", "lifecycle")["properties"]["policy"]["rules"]
+    # Idle expiry can be turned off (0 days); idempotency expiry always applies.
+    assert json.dumps(rules).count("checkpointRetentionDays") == 1
+    idle_rule = storage["variables"]["idleThreadRule"]["value"]["definition"]
+    assert idle_rule["actions"]["baseBlob"]["delete"] == {
+        "daysAfterLastAccessTimeGreaterThan": "checkpointRetentionDays"
+    }
+    # Checkpoints and thread pointers share one idle clock, so an idle thread goes whole;
+    # the prefixes must be where blob_store and threads write, and nothing else.
+    assert sorted(idle_rule["filters"]["prefixMatch"]) == sorted(
+        ["${checkpointContainerName}/" + BLOB_PREFIX, "${checkpointContainerName}/" + THREADS_PREFIX]
+    )
+    text = (INFRA / "app" / "storage.bicep").read_text()
+    assert "daysAfterCreationGreaterThan" not in text, "an age rule would delete a live thread's head"
     idempotency_rule = storage["variables"]["idempotencyRule"]["value"]["definition"]
     assert idempotency_rule["filters"]["prefixMatch"] == ["${checkpointContainerName}/" + IDEMPOTENCY_PREFIX]
+    assert idempotency_rule["actions"]["baseBlob"]["delete"] == {
+        "daysAfterModificationGreaterThan": "idempotencyRetentionDays"
+    }
     assert parsed("main.bicep")["parameters"]["checkpointRetentionDays"]["default"] == 30
 
 

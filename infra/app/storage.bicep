@@ -5,7 +5,7 @@ param location string
 param tags object = {}
 param deploymentContainerName string
 param checkpointContainerName string
-@description('Delete checkpoint blobs this many days after creation; 0 keeps them forever.')
+@description('Delete checkpoints and thread pointers not read or written for this many days; 0 keeps them forever.')
 param checkpointRetentionDays int
 @description('Delete idempotency records this many days after their last write.')
 param idempotencyRetentionDays int = 2
@@ -49,6 +49,16 @@ resource blobService 'Microsoft.Storage/storageAccounts/blobServices@2023-05-01'
       enabled: true
       days: 7
     }
+    // Retention goes by idle time (see idleThreadRule), which needs each blob's last
+    // access time. Reads update it at most once a day.
+    lastAccessTimeTrackingPolicy: {
+      enable: true
+      name: 'AccessTimeTracking'
+      trackingGranularityInDays: 1
+      blobType: [
+        'blockBlob'
+      ]
+    }
   }
 }
 
@@ -69,9 +79,13 @@ resource checkpointContainer 'Microsoft.Storage/storageAccounts/blobServices/con
 }
 
 // Checkpoints are immutable and one is written per turn, so without a rule the
-// container only grows. Age since creation is the right clock: blobs never change.
-var checkpointRule = {
-  name: 'expire-checkpoints'
+// container only grows. The clock is idle time, not age: every turn reads its thread's
+// pointer and head checkpoint and writes new ones, so a thread in use never loses its
+// head, however old it is. A thread left alone for N days goes whole, pointer and
+// checkpoints alike (in no set order: a pointer whose head is gone answers 410
+// thread_expired). Older history ages out N days after it was last read.
+var idleThreadRule = {
+  name: 'expire-idle-threads'
   enabled: true
   type: 'Lifecycle'
   definition: {
@@ -81,12 +95,13 @@ var checkpointRule = {
       ]
       prefixMatch: [
         '${checkpointContainerName}/checkpoints/'
+        '${checkpointContainerName}/threads/'
       ]
     }
     actions: {
       baseBlob: {
         delete: {
-          daysAfterCreationGreaterThan: checkpointRetentionDays
+          daysAfterLastAccessTimeGreaterThan: checkpointRetentionDays
         }
       }
     }
@@ -123,7 +138,7 @@ resource lifecycle 'Microsoft.Storage/storageAccounts/managementPolicies@2023-05
   name: 'default'
   properties: {
     policy: {
-      rules: checkpointRetentionDays > 0 ? concat(array(checkpointRule), array(idempotencyRule)) : array(idempotencyRule)
+      rules: checkpointRetentionDays > 0 ? concat(array(idleThreadRule), array(idempotencyRule)) : array(idempotencyRule)
     }
   }
 }
