@@ -70,7 +70,11 @@ async def _post_run(request: Request, *, thread_id: str | None) -> Response:
         body, accept=request.headers.get("accept"), limits=settings.limits, thread=thread_id is not None
     )
     service = build_service(settings)
-    runner: Runner = service if thread_id is None else ThreadRunner(service, thread_id)
+    runner: Runner = (
+        service
+        if thread_id is None
+        else ThreadRunner(service, thread_id, lock_wait_seconds=settings.thread_lock_wait_seconds)
+    )
 
     key = request.headers.get("idempotency-key")
     if key is None:

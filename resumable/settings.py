@@ -32,6 +32,7 @@ TUNING_SETTINGS = (
     "IDEMPOTENCY_TTL_SECONDS",
     "WEBHOOK_SECRET",
     "WEBHOOK_TOLERANCE_SECONDS",
+    "THREAD_LOCK_WAIT_SECONDS",
     "WORKFLOW",
 )
 # The model behind WORKFLOW=chat-agents: Azure OpenAI (or Foundry) with Entra ID, or an
@@ -100,6 +101,8 @@ class Settings:
     webhook_secrets: tuple[str, ...]
     webhook_tolerance_seconds: int
     workflow: str
+    # How long an ``enqueue`` turn waits for a turn ahead of it on this worker (409 after).
+    thread_lock_wait_seconds: float = 30.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -121,6 +124,7 @@ class Settings:
             webhook_secrets=_webhook_secrets(env),
             webhook_tolerance_seconds=_positive_int(env, "WEBHOOK_TOLERANCE_SECONDS", 300),
             workflow=env.get("WORKFLOW", "").strip() or "default",
+            thread_lock_wait_seconds=float(_positive_int(env, "THREAD_LOCK_WAIT_SECONDS", 30)),
         )
 
 

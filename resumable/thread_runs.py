@@ -4,7 +4,9 @@
 gets 409 ``thread_busy`` and changes nothing. ``"enqueue"``: it runs again on top of
 the winner's checkpoint, with backoff and jitter, up to ``MAX_ATTEMPTS`` times.
 Retries happen only before a response starts: a streaming turn that loses the race
-after its events were sent reports ``thread_busy`` in an ``error`` event.
+after its events were sent reports ``thread_busy`` in an ``error`` event. Within one
+worker, an ``enqueue`` turn waits for the turn ahead of it at most
+``THREAD_LOCK_WAIT_SECONDS`` in total, then gets ``thread_busy`` too.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 from .errors import ThreadBusy
 from .run_request import RunRequest
 from .run_service import Event, RunService
-from .threads import ThreadHead, ThreadLocks
+from .threads import ThreadHead, ThreadHeld, ThreadLocks
 
 # A turn loses a race only when another turn commits in between, so with K turns racing
 # on one thread each needs at most K attempts: 30 covers 30 concurrent turns (across
@@ -27,6 +29,9 @@ from .threads import ThreadHead, ThreadLocks
 MAX_ATTEMPTS = 30
 _BASE_DELAY = 0.02
 _MAX_DELAY = 0.5
+# How long an ``enqueue`` turn waits, in total, for this worker's lock on the thread
+# (THREAD_LOCK_WAIT_SECONDS); then it ends with ``thread_busy``.
+DEFAULT_LOCK_WAIT_SECONDS = 30.0
 
 # One per worker process: turns on this worker serialize per thread.
 process_locks = ThreadLocks()
@@ -40,10 +45,28 @@ def _backoff(attempt: int) -> float:
 class ThreadRunner:
     """Turns on one thread; a ``Runner`` like ``RunService``."""
 
-    def __init__(self, service: RunService, thread_id: str, locks: ThreadLocks = process_locks) -> None:
+    def __init__(
+        self,
+        service: RunService,
+        thread_id: str,
+        locks: ThreadLocks = process_locks,
+        *,
+        lock_wait_seconds: float = DEFAULT_LOCK_WAIT_SECONDS,
+    ) -> None:
         self.service = service
         self.thread_id = thread_id
         self.locks = locks
+        self.lock_wait_seconds = lock_wait_seconds
+
+    def _deadline(self, request: RunRequest) -> float | None:
+        """When an ``enqueue`` turn stops waiting for the lock; None: ``reject``, never wait."""
+        if request.multitask != "enqueue":
+            return None
+        return asyncio.get_running_loop().time() + self.lock_wait_seconds
+
+    def _hold(self, deadline: float | None) -> Any:
+        left = 0.0 if deadline is None else max(0.0, deadline - asyncio.get_running_loop().time())
+        return self.locks.hold(self.thread_id, wait_seconds=left)
 
     async def _at_head(self, request: RunRequest) -> tuple[ThreadHead, RunRequest]:
         """The thread's head as read now, and the request aimed at its checkpoint."""
@@ -51,13 +74,15 @@ class ThreadRunner:
         return head, dataclasses.replace(request, checkpoint_id=head.checkpoint_id)
 
     async def run_to_json(self, request: RunRequest) -> dict[str, Any]:
-        enqueue = request.multitask == "enqueue"
-        attempts = MAX_ATTEMPTS if enqueue else 1
+        attempts = MAX_ATTEMPTS if request.multitask == "enqueue" else 1
+        deadline = self._deadline(request)
         for attempt in range(attempts):
             try:
-                async with self.locks.hold(self.thread_id, wait=enqueue):
+                async with self._hold(deadline):
                     head, turn = await self._at_head(request)
                     return await self.service.run_to_json(turn, head=head)
+            except ThreadHeld:
+                raise
             except ThreadBusy:
                 if attempt == attempts - 1:
                     raise
@@ -67,7 +92,7 @@ class ThreadRunner:
     async def open_stream(self, request: RunRequest) -> AsyncIterator[Event]:
         """Hold this worker's turn on the thread for as long as the stream runs."""
         hold = AsyncExitStack()
-        await hold.enter_async_context(self.locks.hold(self.thread_id, wait=request.multitask == "enqueue"))
+        await hold.enter_async_context(self._hold(self._deadline(request)))
         try:
             head, turn = await self._at_head(request)
             events = await self.service.open_stream(turn, head=head)

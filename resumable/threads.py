@@ -105,10 +105,15 @@ class ThreadPointers:
         return await self._records.names()
 
 
+class ThreadHeld(ThreadBusy):
+    """This worker's lock on the thread was not free in time: the turn ends, it is not retried."""
+
+
 class ThreadLocks:
     """Per-worker turn serialization: saves wasted runs, never replaces the CAS.
 
-    Within one worker, ``enqueue`` turns wait for each other instead of racing, and a
+    Within one worker, ``enqueue`` turns wait for each other instead of racing (for a
+    bounded time: a client that never reads its stream holds the lock), and a
     ``reject`` turn fails fast instead of running a turn it could not commit. Across
     workers, the pointer's ETag is still what decides.
     """
@@ -118,14 +123,24 @@ class ThreadLocks:
         self._users: dict[str, int] = {}
 
     @asynccontextmanager
-    async def hold(self, thread_id: str, *, wait: bool) -> AsyncIterator[None]:
+    async def hold(self, thread_id: str, *, wait_seconds: float = 0.0) -> AsyncIterator[None]:
+        """Hold the thread, waiting at most ``wait_seconds`` (0: only if it is free); else ``ThreadHeld``."""
         lock = self._locks.setdefault(thread_id, asyncio.Lock())
-        if not wait and lock.locked():
-            raise ThreadBusy("A turn on this thread is already running.")
+        if wait_seconds <= 0 and lock.locked():
+            raise ThreadHeld("A turn on this thread is already running.")
         self._users[thread_id] = self._users.get(thread_id, 0) + 1
         try:
-            async with lock:
+            try:
+                async with asyncio.timeout(wait_seconds if wait_seconds > 0 else None):
+                    await lock.acquire()
+            except TimeoutError:
+                raise ThreadHeld(
+                    f"Another turn held this thread for longer than {wait_seconds:g} s; this turn was not run."
+                ) from None
+            try:
                 yield
+            finally:
+                lock.release()
         finally:
             self._users[thread_id] -= 1
             if not self._users[thread_id]:

@@ -181,7 +181,7 @@ async def test_a_client_that_disconnects_mid_stream_commits_nothing_and_frees_th
         "POST", "/api/threads/drop/runs", json_body={"messages": "wait for me", "stream": True}
     )
     frames = response.response.body_iterator
-    assert (await anext(frames)).startswith(b"event: output")
+    assert b"event: output" in await anext(frames)
     await frames.aclose()  # what the server does when the client goes away
     recording_workflow.RELEASE.set()
     after = await service.pointers.read("drop")
@@ -208,3 +208,29 @@ async def test_the_daily_timer_sweeps_orphans(host: FunctionHost, monkeypatch: p
     assert await service.store.list_checkpoint_ids(workflow_name="conversation-demo") == [
         (await service.pointers.read("swept")).checkpoint_id
     ]
+
+
+async def test_an_enqueue_turn_waits_for_a_held_thread_only_as_long_as_configured(
+    recording: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client that never reads its stream holds the thread; the next turn must not wait forever."""
+    from tests import recording_workflow
+
+    monkeypatch.setenv("THREAD_LOCK_WAIT_SECONDS", "1")
+    assert (await thread_turn(recording, "held", {"messages": "one"}))[0] == 200
+    stalled = await recording.request(
+        "POST", "/api/threads/held/runs", json_body={"messages": "wait for me", "stream": True, "multitask": "enqueue"}
+    )
+    frames = stalled.response.body_iterator
+    try:
+        assert b"event: output" in await anext(frames)  # then never read again
+        # 8 s only catches a hang: the setting asks for 1 s, the old code waited forever.
+        status, body = await asyncio.wait_for(
+            thread_turn(recording, "held", {"messages": "two", "multitask": "enqueue"}), timeout=8
+        )
+        assert (status, body["error"]["code"]) == (409, "thread_busy")
+    finally:
+        recording_workflow.RELEASE.set()
+        await frames.aclose()
+    status, body = await thread_turn(recording, "held", {"messages": "three", "multitask": "enqueue"})
+    assert status == 200, "the thread is free again once the stalled stream ends"

@@ -54,6 +54,8 @@ var appSettings = {
   // verification off; in production use a Key Vault reference rather than a literal.
   WEBHOOK_SECRET: webhookSecret
   WEBHOOK_TOLERANCE_SECONDS: '300'
+  // How long an enqueue turn waits for the turn ahead of it on the same instance (then 409).
+  THREAD_LOCK_WAIT_SECONDS: '30'
   WORKFLOW: workflow
   // The model for WORKFLOW=chat-agents: Azure OpenAI as the managed identity (AZURE_CLIENT_ID
   // picks it for DefaultAzureCredential), or an OpenAI-compatible endpoint and key.
