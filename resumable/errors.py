@@ -151,3 +151,17 @@ class StorageUnavailable(ResumeError):
 
     def headers(self) -> dict[str, str]:
         return {"Retry-After": str(self.retry_after_seconds)}
+
+
+class ThreadExpired(ResumeError):
+    """Retention removed the thread's state after it sat idle; its pointer is dropped so the ID starts afresh."""
+
+    status = 410
+    code = "thread_expired"
+
+
+class ThreadUnreadable(ResumeError):
+    """The thread's pointer blob is not one this app wrote; nothing ran and nothing changed."""
+
+    status = 500
+    code = "thread_unreadable"

@@ -24,6 +24,7 @@ from .ids import validate_id
 from .run_request import RunRequest, parse_run_request
 from .run_service import Event, Runner
 from .thread_runs import ThreadRunner
+from .threads import live_head
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -142,8 +143,9 @@ async def handle_get_thread(request: Request, thread_id: str) -> Response:
     """``GET /api/threads/{id}``: the pointer and its recent lineage."""
 
     async def get() -> Response:
-        head = await build_service(load_settings()).pointers.read(validate_id(thread_id, kind="thread_id"))
-        if head.etag is None:
+        service = build_service(load_settings())
+        head = await live_head(service.pointers, service.store, validate_id(thread_id, kind="thread_id"))
+        if head is None:
             raise ThreadNotFound(f"Thread '{thread_id}' has no turns yet.")
         return json_response(head.to_json())
 

@@ -9,7 +9,9 @@ from .threads import sweep_orphans
 
 logger = logging.getLogger(__name__)
 
-# Old enough that no turn is still between saving its checkpoint and moving its thread.
+# Safety does not depend on this (the sweep fences a thread before deleting), but a turn
+# still between saving its checkpoint and moving its thread would lose its race to the
+# fence: an hour is far past any turn (HTTP requests end at 230 s), so live turns never do.
 ORPHAN_MIN_AGE_SECONDS = 3600
 
 

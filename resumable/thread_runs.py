@@ -6,7 +6,8 @@ the winner's checkpoint, with backoff and jitter, up to ``MAX_ATTEMPTS`` times.
 Retries happen only before a response starts: a streaming turn that loses the race
 after its events were sent reports ``thread_busy`` in an ``error`` event. Within one
 worker, an ``enqueue`` turn waits for the turn ahead of it at most
-``THREAD_LOCK_WAIT_SECONDS`` in total, then gets ``thread_busy`` too.
+``THREAD_LOCK_WAIT_SECONDS`` in total, then gets ``thread_busy`` too. A thread whose head
+checkpoint retention removed gets 410 ``thread_expired`` and starts afresh next time.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from typing import Any
 
-from .errors import ThreadBusy
+from .errors import CheckpointNotFound, ThreadBusy, ThreadExpired
 from .run_request import RunRequest
 from .run_service import Event, RunService
-from .threads import ThreadHead, ThreadHeld, ThreadLocks
+from .threads import ThreadHead, ThreadHeld, ThreadLocks, expired
 
 # A turn loses a race only when another turn commits in between, so with K turns racing
 # on one thread each needs at most K attempts: 30 covers 30 concurrent turns (across
@@ -73,6 +74,21 @@ class ThreadRunner:
         head = await self.service.pointers.read(self.thread_id)
         return head, dataclasses.replace(request, checkpoint_id=head.checkpoint_id)
 
+    async def _expired(self, head: ThreadHead) -> ThreadExpired | None:
+        """After a resume found no checkpoint: ``ThreadExpired`` if the head is really gone.
+
+        The caller never named that checkpoint, so a 404 would mislead. The stale pointer
+        is removed (only if unchanged), so the next turn on this ID starts a new thread.
+        """
+        if head.checkpoint_id is None:
+            return None
+        try:
+            await self.service.store.get_info(head.checkpoint_id)
+        except CheckpointNotFound:
+            await self.service.pointers.forget_expired(head)
+            return expired(self.thread_id)
+        return None
+
     async def run_to_json(self, request: RunRequest) -> dict[str, Any]:
         attempts = MAX_ATTEMPTS if request.multitask == "enqueue" else 1
         deadline = self._deadline(request)
@@ -80,7 +96,13 @@ class ThreadRunner:
             try:
                 async with self._hold(deadline):
                     head, turn = await self._at_head(request)
-                    return await self.service.run_to_json(turn, head=head)
+                    try:
+                        return await self.service.run_to_json(turn, head=head)
+                    except CheckpointNotFound as exc:
+                        gone = await self._expired(head)
+                        if gone is None:
+                            raise
+                        raise gone from exc
             except ThreadHeld:
                 raise
             except ThreadBusy:
@@ -95,7 +117,13 @@ class ThreadRunner:
         await hold.enter_async_context(self._hold(self._deadline(request)))
         try:
             head, turn = await self._at_head(request)
-            events = await self.service.open_stream(turn, head=head)
+            try:
+                events = await self.service.open_stream(turn, head=head)
+            except CheckpointNotFound as exc:
+                gone = await self._expired(head)
+                if gone is None:
+                    raise
+                raise gone from exc
         except BaseException:
             await hold.aclose()
             raise

@@ -6,13 +6,20 @@ the pointer (keeping its ETag), resumes from the head, saves the new checkpoint,
 then replaces the pointer only if its ETag is unchanged. Two turns that raced from
 the same head cannot both advance it: the loser gets ``ThreadBusy`` and its
 checkpoint is deleted (best effort; ``sweep_orphans`` removes any left behind).
+
+A pointer that does not parse or has the wrong shape is ``ThreadUnreadable``, never
+an empty thread: treating it as new would restart the conversation and orphan its
+history. A pointer whose head checkpoint is gone (retention removed an idle thread)
+is ``ThreadExpired``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -21,9 +28,18 @@ from azure.storage.blob.aio import ContainerClient
 
 from . import tracing
 from .blob_records import BlobRecords, RecordConflict
-from .blob_store import BlobCheckpointStorage
-from .errors import StorageUnavailable, ThreadBusy
+from .blob_store import BlobCheckpointStorage, CheckpointInfo
+from .errors import (
+    CheckpointNotFound,
+    InvalidRequest,
+    StorageUnavailable,
+    ThreadBusy,
+    ThreadExpired,
+    ThreadUnreadable,
+)
 from .ids import validate_id
+
+logger = logging.getLogger(__name__)
 
 PREFIX = "threads/"
 LINEAGE_KEPT = 10
@@ -31,13 +47,14 @@ LINEAGE_KEPT = 10
 
 @dataclass(frozen=True, slots=True)
 class ThreadHead:
-    """The pointer as read, with the ETag a replacement must match (None: new thread)."""
+    """The pointer as read, with the ETag a replacement must match (None: no pointer blob)."""
 
     thread_id: str
     checkpoint_id: str | None
     turns: int
     recent: tuple[str, ...]
     etag: str | None
+    updated_at: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -47,41 +64,72 @@ class ThreadHead:
             "recent_checkpoint_ids": list(self.recent),
         }
 
+    def record(self) -> dict[str, Any]:
+        """What the pointer blob holds."""
+        return {**self.to_json(), "updated_at": self.updated_at if self.updated_at is not None else time.time()}
+
+
+def blob_name(thread_id: str) -> str:
+    return f"{PREFIX}{thread_id}.json"
+
+
+def _unreadable(thread_id: str, reason: str) -> ThreadUnreadable:
+    # The reason is ours, never the blob's content: it goes to the log, not the caller.
+    logger.error("Thread pointer %s is unreadable: %s", blob_name(thread_id), reason)
+    return ThreadUnreadable(
+        f"Thread '{thread_id}' has a pointer this app cannot read; nothing was run or changed. "
+        "An operator must repair or remove it."
+    )
+
+
+def _is_id(value: object) -> bool:
+    try:
+        validate_id(value)
+    except InvalidRequest:
+        return False
+    return True
+
+
+def parse_pointer(thread_id: str, data: object, etag: str) -> ThreadHead:
+    """Validate a pointer record as strictly as a checkpoint; ``ThreadUnreadable`` otherwise."""
+    if not isinstance(data, Mapping):
+        raise _unreadable(thread_id, "not a JSON object")
+    checkpoint_id = data.get("checkpoint_id")
+    turns = data.get("turns")
+    recent = data.get("recent_checkpoint_ids")
+    updated_at = data.get("updated_at")
+    if data.get("thread_id") != thread_id:
+        raise _unreadable(thread_id, "thread_id is missing or names another thread")
+    if checkpoint_id is not None and not _is_id(checkpoint_id):
+        raise _unreadable(thread_id, "checkpoint_id is not a checkpoint ID")
+    if type(turns) is not int or turns < 0 or (turns == 0) != (checkpoint_id is None):
+        raise _unreadable(thread_id, "turns is not a count that matches checkpoint_id")
+    if not isinstance(recent, list) or not all(_is_id(item) for item in recent):
+        raise _unreadable(thread_id, "recent_checkpoint_ids is not a list of checkpoint IDs")
+    if updated_at is not None and (type(updated_at) not in (int, float)):
+        raise _unreadable(thread_id, "updated_at is not a number")
+    return ThreadHead(thread_id, checkpoint_id, turns, tuple(recent), etag, updated_at)
+
 
 class ThreadPointers:
     def __init__(self, container: ContainerClient) -> None:
         self._records = BlobRecords(container, PREFIX)
 
     async def read(self, thread_id: str) -> ThreadHead:
+        """The pointer, an empty head if there is none, or ``ThreadUnreadable``."""
         validate_id(thread_id, kind="thread_id")
         record = await self._records.get(thread_id)
         if record is None:
             return ThreadHead(thread_id, None, 0, (), None)
-        data = record.data
-        return ThreadHead(
-            thread_id=thread_id,
-            checkpoint_id=data.get("checkpoint_id"),
-            turns=int(data.get("turns", 0)),
-            recent=tuple(data.get("recent_checkpoint_ids", ())),
-            etag=record.etag,
-        )
+        return parse_pointer(thread_id, record.data, record.etag)
 
     async def advance(self, head: ThreadHead, checkpoint_id: str) -> ThreadHead:
         """Point the thread at ``checkpoint_id`` iff it still points where ``head`` says."""
         recent = (checkpoint_id, *head.recent)[:LINEAGE_KEPT]
-        data = {
-            "thread_id": head.thread_id,
-            "checkpoint_id": checkpoint_id,
-            "turns": head.turns + 1,
-            "recent_checkpoint_ids": list(recent),
-            "updated_at": time.time(),
-        }
+        moved = ThreadHead(head.thread_id, checkpoint_id, head.turns + 1, recent, head.etag, time.time())
         try:
             with tracing.phase("thread.advance", {"thread.id": head.thread_id, "checkpoint.id": checkpoint_id}):
-                if head.etag is None:
-                    record = await self._records.create(head.thread_id, data)
-                else:
-                    record = await self._records.replace(head.thread_id, data, head.etag)
+                etag = await self._write(head, moved.record())
         except (RecordConflict, StorageUnavailable) as exc:
             # The write may have landed with its answer lost (a timeout, or the SDK's own
             # retry then meeting it). Look before reporting a failure, or the caller's
@@ -92,7 +140,13 @@ class ThreadPointers:
             if isinstance(exc, RecordConflict):
                 raise ThreadBusy("Another turn advanced this thread first; this turn was not applied.") from exc
             raise
-        return ThreadHead(head.thread_id, checkpoint_id, head.turns + 1, recent, record.etag)
+        return dataclasses.replace(moved, etag=etag)
+
+    async def _write(self, head: ThreadHead, data: dict[str, Any]) -> str:
+        """Create the pointer (no ETag) or replace it (ETag); the new ETag, or ``RecordConflict``."""
+        if head.etag is None:
+            return (await self._records.create(head.thread_id, data)).etag
+        return (await self._records.replace(head.thread_id, data, head.etag)).etag
 
     async def _landed(self, thread_id: str, checkpoint_id: str) -> ThreadHead | None:
         try:
@@ -101,8 +155,56 @@ class ThreadPointers:
             return None
         return current if current.checkpoint_id == checkpoint_id else None
 
-    async def thread_ids(self) -> list[str]:
-        return await self._records.names()
+    async def fence(self, head: ThreadHead) -> ThreadHead | None:
+        """Rewrite the pointer as read (create it empty if there was none), changing its ETag.
+
+        Every turn that read the pointer before this then fails its compare-and-swap, so
+        a checkpoint such a turn saved can never become reachable. An empty pointer reads
+        as a thread with no turns, like no pointer at all. None if the pointer changed or
+        appeared since ``head`` was read.
+        """
+        try:
+            etag = await self._write(head, head.record())
+        except RecordConflict:
+            return None
+        return dataclasses.replace(head, etag=etag)
+
+    async def remove(self, head: ThreadHead) -> bool:
+        """Delete the pointer iff it is still exactly ``head`` (its ETag); False otherwise."""
+        if head.etag is None:
+            return False
+        return await self._records.delete(head.thread_id, head.etag)
+
+    async def forget_expired(self, head: ThreadHead) -> bool:
+        """Drop a pointer whose head checkpoint is gone, so the thread ID can start afresh."""
+        removed = await self.remove(head)
+        if removed:
+            logger.warning(
+                "Thread expired: its head checkpoint is gone; removed its pointer %s",
+                blob_name(head.thread_id),
+                extra={"thread_id": head.thread_id, "checkpoint_id": head.checkpoint_id},
+            )
+        return removed
+
+
+async def live_head(pointers: ThreadPointers, store: BlobCheckpointStorage, thread_id: str) -> ThreadHead | None:
+    """The pointer, checked against its head: None if the thread has no turns yet,
+    ``ThreadExpired`` if retention removed its head checkpoint (one extra HEAD request)."""
+    head = await pointers.read(thread_id)
+    if head.checkpoint_id is None:
+        return None
+    try:
+        await store.get_info(head.checkpoint_id)
+    except CheckpointNotFound:
+        raise expired(thread_id) from None
+    return head
+
+
+def expired(thread_id: str) -> ThreadExpired:
+    return ThreadExpired(
+        f"Thread '{thread_id}' expired: it was idle past the retention period and its state was deleted. "
+        "A new turn on this ID starts a new thread."
+    )
 
 
 class ThreadHeld(ThreadBusy):
@@ -148,28 +250,91 @@ class ThreadLocks:
                 del self._locks[thread_id]
 
 
+# -- the orphan sweep --------------------------------------------------------------------
+
+# A thread whose pointer keeps moving is left for the next sweep after this many tries.
+SWEEP_ATTEMPTS = 5
+# Threads swept at once: enough to finish a large container in one timer run.
+SWEEP_CONCURRENCY = 16
+
+
 async def sweep_orphans(
     pointers: ThreadPointers, store: BlobCheckpointStorage, *, older_than_seconds: float = 600
 ) -> list[str]:
     """Delete thread checkpoints that no thread's lineage reaches; return their IDs.
 
     Only checkpoints tagged with a ``thread_id`` and older than ``older_than_seconds``
-    are considered, so a turn that has saved but not yet advanced its pointer is safe.
+    are considered. Safety does not depend on that age, though: a thread is swept only
+    after its pointer is fenced (rewritten, so its ETag changes) with the pointer
+    exactly as the reachability walk saw it, so no turn in flight can still make one
+    of the listed checkpoints reachable, and checkpoints saved after the listing are
+    never candidates. A thread whose pointer cannot be read keeps all its checkpoints.
     """
-    reachable: set[str] = set()
     infos = {info.checkpoint_id: info for info in await store.list_all_infos()}
-    for thread_id in await pointers.thread_ids():
-        checkpoint_id = (await pointers.read(thread_id)).checkpoint_id
-        while checkpoint_id and checkpoint_id not in reachable:
-            reachable.add(checkpoint_id)
-            info = infos.get(checkpoint_id)
-            checkpoint_id = info.previous_checkpoint_id if info else None
     cutoff = time.time() - older_than_seconds
-    orphans = [
-        info.checkpoint_id
-        for info in infos.values()
-        if info.thread_id and info.checkpoint_id not in reachable and info.created_epoch < cutoff
-    ]
-    for checkpoint_id in orphans:
-        await store.delete(checkpoint_id)
-    return orphans
+    candidates: dict[str, set[str]] = {}
+    for info in infos.values():
+        if info.thread_id and info.created_epoch < cutoff:
+            candidates.setdefault(info.thread_id, set()).add(info.checkpoint_id)
+    gate = asyncio.Semaphore(SWEEP_CONCURRENCY)
+
+    async def sweep_one(thread_id: str, checkpoint_ids: set[str]) -> list[str]:
+        async with gate:
+            return await _sweep_thread(pointers, store, thread_id, checkpoint_ids, infos)
+
+    swept = await asyncio.gather(*(sweep_one(t, ids) for t, ids in candidates.items()))
+    return [checkpoint_id for per_thread in swept for checkpoint_id in per_thread]
+
+
+async def _sweep_thread(
+    pointers: ThreadPointers,
+    store: BlobCheckpointStorage,
+    thread_id: str,
+    candidates: set[str],
+    infos: dict[str, CheckpointInfo],
+) -> list[str]:
+    try:
+        validate_id(thread_id, kind="thread_id")
+    except InvalidRequest:
+        logger.warning("Orphan sweep skipped checkpoints tagged with a thread ID this app does not write")
+        return []
+    for _ in range(SWEEP_ATTEMPTS):
+        try:
+            head = await pointers.read(thread_id)
+        except ThreadUnreadable:
+            logger.error("Orphan sweep kept every checkpoint of thread %s: its pointer is unreadable", thread_id)
+            return []
+        orphans = sorted(candidates - await _reachable(head, store, infos))
+        if not orphans:
+            return []
+        if await pointers.fence(head) is None:
+            continue  # a turn committed since the read: walk again from the new head
+        # The fence stays: an empty pointer (no head) reads as "no turns yet", and removing
+        # it would let a first turn that is still in flight create the thread on a deleted
+        # checkpoint.
+        for checkpoint_id in orphans:
+            await store.delete(checkpoint_id)
+        return orphans
+    logger.warning("Orphan sweep skipped thread %s: its pointer kept moving", thread_id)
+    return []
+
+
+async def _reachable(head: ThreadHead, store: BlobCheckpointStorage, infos: dict[str, CheckpointInfo]) -> set[str]:
+    """Every checkpoint the head's lineage and its recent list reach.
+
+    The listing may predate the head: an ID it lacks is looked up, not taken as the end.
+    A walk ends at the first checkpoint that no longer exists (retention removed it).
+    """
+    reached: set[str] = set()
+    for start in (head.checkpoint_id, *head.recent):
+        checkpoint_id = start
+        while checkpoint_id and checkpoint_id not in reached:
+            reached.add(checkpoint_id)
+            info = infos.get(checkpoint_id)
+            if info is None:
+                try:
+                    info = await store.get_info(checkpoint_id)
+                except (CheckpointNotFound, InvalidRequest):
+                    break
+            checkpoint_id = info.previous_checkpoint_id
+    return reached
