@@ -114,19 +114,48 @@ echo "Python: $python_exe ($python_version)${PYTHON:+, from PYTHON}"
 echo "Node.js: $node_version; Azurite $azurite_version"
 if [ "${#notes[@]}" -gt 0 ]; then printf '%s\n' "${notes[@]}" >&2; fi
 
-# --- Azurite, installed while pip works: both mostly wait on the network ---------------------
-npm_pid=""
-if azurite_installed; then
-  echo "Azurite $azurite_version is installed."
-else
-  echo "Installing Azurite $azurite_version (npm ci, alongside the Python packages)."
-  npm_log=$(mktemp)
-  npm ci --no-audit --no-fund --prefer-offline --loglevel=error >"$npm_log" 2>&1 &
-  npm_pid=$!
-  trap 'kill "$npm_pid" 2>/dev/null || true; rm -f "$npm_log"' EXIT
-fi
+# --- Installs, side by side: pip and npm mostly wait on the network and the disk ----------
+job_pids=()
+job_logs=()
+job_names=()
+# start_job NAME COMMAND...: run it in the background, its output kept for finish_jobs.
+start_job() {
+  local log
+  log=$(mktemp)
+  "${@:2}" >"$log" 2>&1 &
+  job_pids+=("$!")
+  job_logs+=("$log")
+  job_names+=("$1")
+}
+# Wait for every job and show its output; a failed job's output goes to stderr.
+finish_jobs() {
+  local i failed=0
+  [ "${#job_pids[@]}" -gt 0 ] || return 0
+  for i in "${!job_pids[@]}"; do
+    if wait "${job_pids[$i]}"; then
+      cat "${job_logs[$i]}"
+    else
+      cat "${job_logs[$i]}" >&2
+      echo "${job_names[$i]} failed (its output is above)." >&2
+      failed=1
+    fi
+    rm -f "${job_logs[$i]}"
+  done
+  job_pids=()
+  return "$failed"
+}
+# On an early exit (an error, Ctrl+C), stop the background installs and their children.
+stop_jobs() {
+  local pid
+  [ "${#job_pids[@]}" -gt 0 ] || return 0
+  for pid in "${job_pids[@]}"; do
+    pkill -P "$pid" 2>/dev/null || true
+    kill "$pid" 2>/dev/null || true
+  done
+  rm -f "${job_logs[@]}"
+}
+trap stop_jobs EXIT
 
-# --- venvs ---------------------------------------------------------------------------------
 # A venv's stamp records the interpreter that built it and a hash of the files it was
 # installed from; a mismatch rebuilds it.
 fingerprint() {
@@ -172,19 +201,15 @@ ensure_venv() {
   printf '%s\n' "$want" >"$stamp_file"
 }
 
-ensure_venv .venv requirements-dev.txt constraints.txt requirements.txt
+if azurite_installed; then
+  echo "Azurite $azurite_version is installed."
+else
+  echo "Installing Azurite $azurite_version (npm ci)."
+  start_job "npm ci (Azurite)" npm ci --no-audit --no-fund --prefer-offline --loglevel=error
+fi
 # The infra checks' own venv (checkov pins packages the test venv cannot share).
 if [ "$with_iac" = 1 ]; then
-  ensure_venv .venv-iac requirements-iac.txt constraints-iac.txt
+  start_job "Installing checkov in .venv-iac" ensure_venv .venv-iac requirements-iac.txt constraints-iac.txt
 fi
-
-if [ -n "$npm_pid" ]; then
-  if ! wait "$npm_pid"; then
-    cat "$npm_log" >&2
-    echo "npm ci failed (its output is above); Azurite is not installed." >&2
-    exit 1
-  fi
-  trap - EXIT
-  rm -f "$npm_log"
-  echo "Azurite $azurite_version installed."
-fi
+ensure_venv .venv requirements-dev.txt constraints.txt requirements.txt
+finish_jobs
