@@ -131,41 +131,43 @@ def installed_azurite(tmp_path: Path) -> Path:
     return project
 
 
-def test_venvs_are_kept_when_current_and_rebuilt_when_their_pins_change(installed_azurite: Path) -> None:
+def test_venvs_are_kept_when_current_and_rebuilt_when_pins_or_interpreter_change(installed_azurite: Path) -> None:
+    """One scratch project through the life of its venvs (each venv costs seconds, so one test)."""
     project = installed_azurite
     env = {**os.environ, "PYTHON": str(THIS_PYTHON)}
     version = ".".join(map(str, sys.version_info[:3]))
 
-    first = _setup(project, env, "--no-iac")
+    first = _setup(project, env)
     assert first.returncode == 0, first.stdout
     lines = first.stdout.splitlines()
     assert lines[0].startswith("Python: ") and f"({version}), from PYTHON" in lines[0]
     assert f"Creating .venv with Python {version}." in lines
-    assert not (project / ".venv-iac").exists()
+    assert f"Creating .venv-iac with Python {version}." in lines
     assert "Azurite 3.37.0 is installed." in lines
 
-    with_iac = _setup(project, env).stdout.splitlines()
-    assert ".venv is up to date." in with_iac
-    assert f"Creating .venv-iac with Python {version}." in with_iac
+    again = _setup(project, env).stdout.splitlines()
+    assert ".venv is up to date." in again and ".venv-iac is up to date." in again
 
-    with (project / "constraints.txt").open("a") as handle:
+    # checkov's pins change: only its venv is rebuilt.
+    with (project / "constraints-iac.txt").open("a") as handle:
         handle.write("# a changed pin\n")
     changed = _setup(project, env)
     assert changed.returncode == 0, changed.stdout
     lines = changed.stdout.splitlines()
-    assert "Rebuilding .venv: requirements-dev.txt, constraints.txt or what they include changed" in changed.stdout
-    assert ".venv-iac is up to date." in lines  # its own pins live in constraints-iac.txt
-    assert ".venv is up to date." in _setup(project, env, "--no-iac").stdout.splitlines()
+    assert (
+        "Rebuilding .venv-iac: requirements-iac.txt, constraints-iac.txt or what they include changed" in changed.stdout
+    )
+    assert ".venv is up to date." in lines
 
-
-def test_venv_built_with_another_python_is_rebuilt(installed_azurite: Path) -> None:
-    project = installed_azurite
+    # A .venv left by another interpreter (say a failed attempt with 3.12) is rebuilt.
+    shutil.rmtree(project / ".venv")
     other = _pyenv_python("3.12")
     subprocess.run([str(other), "-m", "venv", "--without-pip", str(project / ".venv")], check=True, timeout=120)
-    env = {**os.environ, "PYTHON": str(THIS_PYTHON)}
-    done = _setup(project, env, "--no-iac")
-    assert done.returncode == 0, done.stdout
-    assert any(line.startswith("Rebuilding .venv: it was built with Python 3.12") for line in done.stdout.splitlines())
+    rebuilt = _setup(project, env, "--no-iac")
+    assert rebuilt.returncode == 0, rebuilt.stdout
+    assert any(
+        line.startswith("Rebuilding .venv: it was built with Python 3.12") for line in rebuilt.stdout.splitlines()
+    )
     built = subprocess.run(
         [str(project / ".venv" / "bin" / "python"), "-c", "import sys; print(sys.version_info[:2])"],
         capture_output=True,
@@ -173,6 +175,8 @@ def test_venv_built_with_another_python_is_rebuilt(installed_azurite: Path) -> N
         check=True,
     )
     assert built.stdout.strip() == str(sys.version_info[:2])
+
+    assert ".venv is up to date." in _setup(project, env, "--no-iac").stdout.splitlines()
 
 
 def test_iac_constraints_pin_what_requirements_iac_names() -> None:
