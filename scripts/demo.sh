@@ -5,26 +5,32 @@
 # "Run it with func start" does (the same Azurite command line; a test compares them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh --no-iac
-.venv/bin/python examples/three_turns.py
 
+port_taken() { (exec 3<>/dev/tcp/127.0.0.1/10000) 2>/dev/null; }
 if [ "${1:-}" = "--func" ]; then
+  # Checked before anything runs, so a missing tool or a busy port costs no time.
   if ! command -v func >/dev/null 2>&1; then
     echo "Azure Functions Core Tools (func) is not installed; see README 'Run it with func start'." >&2
     exit 1
   fi
-  if (exec 3<>/dev/tcp/127.0.0.1/10000) 2>/dev/null; then
+  if port_taken; then
     echo "Port 10000 is taken (another Azurite?): stop whatever listens there (lsof -i :10000), then run this again." >&2
     exit 1
   fi
+fi
+
+bash scripts/setup.sh --no-iac
+.venv/bin/python examples/three_turns.py
+
+if [ "${1:-}" = "--func" ]; then
   [ -f local.settings.json ] || cp local.settings.sample.json local.settings.json
   node_modules/.bin/azurite-blob --blobHost 127.0.0.1 --blobPort 10000 --inMemoryPersistence \
       --disableTelemetry --skipApiVersionCheck &
   azurite=$!
   trap 'kill "$azurite" 2>/dev/null' EXIT
   for _ in $(seq 50); do
-    (exec 3<>/dev/tcp/127.0.0.1/10000) 2>/dev/null && break
-    kill -0 "$azurite" 2>/dev/null || { echo "Azurite did not start (see its output above)." >&2; exit 1; }
+    port_taken && break
+    kill -0 "$azurite" 2>/dev/null || { echo "Azurite did not start (its output is above)." >&2; exit 1; }
     sleep 0.2
   done
   . .venv/bin/activate
