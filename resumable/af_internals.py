@@ -2,7 +2,9 @@
 
 Agent Framework 1.23.0 has no public way to (a) restore a checkpoint the caller
 already holds into a workflow before a run, or (b) encode and decode checkpoint
-values outside its file storage. The atomic resume needs both. The names below are
+values outside its file storage. The atomic resume needs both. Decoding is ours
+(``resumable/checkpoint_codec.py``): the framework's restricted unpickler admits
+``builtins:type``, which is enough to run code, so only its encoder is used. The names below are
 the framework's own: its sub-workflow executor uses ``restore_checkpoint`` and its
 ``FileCheckpointStorage`` uses the codec functions.
 
@@ -14,31 +16,48 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_framework import Workflow, WorkflowCheckpoint
-from agent_framework._workflows._checkpoint_encoding import (  # private: no public export in 1.23.0
-    decode_checkpoint_value as _decode_checkpoint_value,
+from agent_framework import (
+    AgentExecutorRequest,
+    AgentExecutorResponse,
+    AgentResponse,
+    Content,
+    Message,
+    Workflow,
+    WorkflowCheckpoint,
+    WorkflowEvent,
+    WorkflowEventSource,
+    WorkflowMessage,
 )
-from agent_framework._workflows._checkpoint_encoding import (
+from agent_framework._workflows._checkpoint_encoding import (  # private: no public export in 1.23.0
     encode_checkpoint_value as _encode_checkpoint_value,
 )
+from agent_framework._workflows._runner_context import MessageType  # private: WorkflowMessage.type's enum
 from agent_framework._workflows._workflow import (  # private: the run's own response check
     _coerce_request_info_response,
 )
 
 AGENT_FRAMEWORK_VERSION = "1.23.0"
 
+# The framework classes its checkpoints pickle: messages and their content, agent
+# responses, pending request events, and the runner's own message envelope. Found by
+# encoding real checkpoints of every shipped workflow (pending requests and agent
+# sessions included); ``tests/test_af_contract.py`` re-checks that list on each run.
+CHECKPOINT_DATA_TYPES: tuple[type, ...] = (
+    Message,
+    Content,
+    AgentResponse,
+    WorkflowEvent,
+    WorkflowEventSource,
+    WorkflowMessage,
+    MessageType,
+    AgentExecutorRequest,
+    AgentExecutorResponse,
+)
+
 
 def encode_checkpoint_value(value: Any) -> Any:
     """The framework's checkpoint encoding: JSON-native values as-is, others pickled."""
     return _encode_checkpoint_value(value)
-
-
-def decode_checkpoint_value(value: Any, *, allowed_types: frozenset[str]) -> Any:
-    """Decode with the restricted unpickler. ``allowed_types`` is required on purpose:
-    the framework treats ``None`` as "unpickle anything"."""
-    if not isinstance(allowed_types, frozenset):
-        raise TypeError("allowed_types must be a frozenset; None would disable the restricted unpickler")
-    return _decode_checkpoint_value(value, allowed_types=allowed_types)
 
 
 def coerce_response(value: Any, response_type: type, request_id: str) -> Any:

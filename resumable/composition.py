@@ -13,6 +13,7 @@ from typing import Any
 from .blob_store import BlobCheckpointStorage
 from .checkpoint_codec import CheckpointCodec
 from .errors import ServerMisconfigured
+from .pickle_guard import UnsafeAllowlist
 from .run_service import RunService
 from .settings import Settings, SettingsError
 from .storage_client import container_client
@@ -44,9 +45,12 @@ def workflow_spec(name: str) -> Any:
 
 def build_service(settings: Settings) -> RunService:
     spec = workflow_spec(settings.workflow)
-    codec = CheckpointCodec(
-        allowed_types=(*settings.allowed_types, *spec.allowed_type_keys),
-        max_bytes=settings.max_checkpoint_bytes,
-    )
+    try:
+        codec = CheckpointCodec(
+            allowed_types=(*settings.allowed_types, *spec.allowed_type_keys),
+            max_bytes=settings.max_checkpoint_bytes,
+        )
+    except UnsafeAllowlist as exc:  # CHECKPOINT_ALLOWED_TYPES or checkpoint_types names a non-data class
+        raise SettingsError(f"checkpoint allowlist: {exc}") from exc
     container = container_client(settings)
     return RunService(BlobCheckpointStorage(container, codec), spec, ThreadPointers(container))

@@ -89,6 +89,15 @@ class CheckpointTooLarge(ResumeError):
     code = "checkpoint_too_large"
 
 
+class CheckpointNotSaveable(ResumeError):
+    """The run's state cannot be written as a checkpoint this app can read back (a type
+    missing from the workflow's ``checkpoint_types``, or an unpicklable value). A bug in
+    the workflow, not bad input: nothing was saved and no thread moved."""
+
+    status = 500
+    code = "checkpoint_not_saveable"
+
+
 class WorkflowFailed(ResumeError):
     """The workflow run raised; nothing was saved."""
 
