@@ -60,6 +60,9 @@ param openAiCapacity int = 10
 @description('Standard Webhooks signing secret(s) (whsec_...); empty turns signature checks off.')
 param webhookSecret string = ''
 
+@description('Optional Key Vault secret URI (https://<vault>.vault.azure.net/secrets/<name>) whose value is CHECKPOINT_MAC_KEYS; empty leaves checkpoint MACs off. Grant the app identity Key Vault Secrets User on that vault.')
+param checkpointMacKeysSecretUri string = ''
+
 var abbrs = loadJsonContent('abbreviations.json')
 var resourceToken = toLower(uniqueString(subscription().id, resourceGroup().id, environmentName, location))
 var tags = {
@@ -154,6 +157,7 @@ module functionApp 'app/function-app.bicep' = {
     instanceMemoryMB: instanceMemoryMB
     maximumInstanceCount: maximumInstanceCount
     webhookSecret: webhookSecret
+    checkpointMacKeysSecretUri: checkpointMacKeysSecretUri
     workflow: deployAzureOpenAI ? 'chat-agents' : 'default'
     azureOpenAiEndpoint: deployAzureOpenAI ? openAi.outputs.endpoint : ''
     azureOpenAiDeployment: deployAzureOpenAI ? openAi.outputs.deploymentName : ''

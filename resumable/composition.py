@@ -12,6 +12,7 @@ from typing import Any
 
 from .blob_store import BlobCheckpointStorage
 from .checkpoint_codec import CheckpointCodec
+from .checkpoint_mac import CheckpointMac
 from .errors import ServerMisconfigured
 from .pickle_guard import UnsafeAllowlist
 from .run_service import RunService
@@ -53,4 +54,5 @@ def build_service(settings: Settings) -> RunService:
     except UnsafeAllowlist as exc:  # CHECKPOINT_ALLOWED_TYPES or checkpoint_types names a non-data class
         raise SettingsError(f"checkpoint allowlist: {exc}") from exc
     container = container_client(settings)
-    return RunService(BlobCheckpointStorage(container, codec), spec, ThreadPointers(container))
+    store = BlobCheckpointStorage(container, codec, CheckpointMac(settings.checkpoint_mac_keys))
+    return RunService(store, spec, ThreadPointers(container))

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .checkpoint_codec import DEFAULT_MAX_CHECKPOINT_BYTES
+from .checkpoint_mac import MacConfigError, MacKey, parse_mac_keys
 from .webhook_signature import secret_bytes
 
 # The two places checkpoint storage can be configured, in order of precedence. Each
@@ -23,6 +24,7 @@ STORAGE_SETTINGS = tuple(
 TUNING_SETTINGS = (
     "CHECKPOINT_CONTAINER",
     "CHECKPOINT_ALLOWED_TYPES",
+    "CHECKPOINT_MAC_KEYS",
     "MAX_REQUEST_BYTES",
     "MAX_CHECKPOINT_BYTES",
     "MAX_MESSAGES",
@@ -103,6 +105,8 @@ class Settings:
     workflow: str
     # How long an ``enqueue`` turn waits for a turn ahead of it on this worker (409 after).
     thread_lock_wait_seconds: float = 30.0
+    # HMAC keys for checkpoint blobs (``kid:base64key``, comma-separated; the first signs).
+    checkpoint_mac_keys: tuple[MacKey, ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -125,6 +129,7 @@ class Settings:
             webhook_tolerance_seconds=_positive_int(env, "WEBHOOK_TOLERANCE_SECONDS", 300),
             workflow=env.get("WORKFLOW", "").strip() or "default",
             thread_lock_wait_seconds=float(_positive_int(env, "THREAD_LOCK_WAIT_SECONDS", 30)),
+            checkpoint_mac_keys=_checkpoint_mac_keys(env),
         )
 
 
@@ -197,6 +202,13 @@ def _storage_target(env: Mapping[str, str]) -> StorageTarget:
         "No checkpoint storage configured: set CHECKPOINT_STORAGE (a connection string) or "
         "CHECKPOINT_STORAGE__blobServiceUri (managed identity); AzureWebJobsStorage is the fallback."
     )
+
+
+def _checkpoint_mac_keys(env: Mapping[str, str]) -> tuple[MacKey, ...]:
+    try:
+        return parse_mac_keys(env.get("CHECKPOINT_MAC_KEYS", ""))
+    except MacConfigError as exc:
+        raise SettingsError(f"CHECKPOINT_MAC_KEYS: {exc}") from None
 
 
 def _webhook_secrets(env: Mapping[str, str]) -> tuple[str, ...]:

@@ -30,6 +30,8 @@ param openAiCompatibleApiKey string = ''
 @secure()
 @description('Webhook signing secret(s); empty turns signature verification off.')
 param webhookSecret string = ''
+@description('Key Vault secret URI holding CHECKPOINT_MAC_KEYS (kid:base64key[,...]); empty leaves checkpoint MACs off. The identity needs Key Vault Secrets User on the vault.')
+param checkpointMacKeysSecretUri string = ''
 @description('Subnet for outbound VNet integration; empty for none.')
 param virtualNetworkSubnetId string = ''
 
@@ -43,6 +45,8 @@ var appSettings = {
   CHECKPOINT_STORAGE__clientId: identityClientId
   CHECKPOINT_CONTAINER: checkpointContainerName
   CHECKPOINT_ALLOWED_TYPES: ''
+  // HMAC keys for checkpoint blobs, resolved from Key Vault by the app's identity; never a literal.
+  CHECKPOINT_MAC_KEYS: empty(checkpointMacKeysSecretUri) ? '' : '@Microsoft.KeyVault(SecretUri=${checkpointMacKeysSecretUri})'
   MAX_REQUEST_BYTES: '1048576'
   MAX_CHECKPOINT_BYTES: '4194304'
   MAX_MESSAGES: '100'
@@ -104,6 +108,8 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
   properties: {
     serverFarmId: plan.id
     httpsOnly: true
+    // Key Vault references (CHECKPOINT_MAC_KEYS) resolve as the user-assigned identity.
+    keyVaultReferenceIdentity: identityId
     clientCertMode: 'Optional'
     virtualNetworkSubnetId: empty(virtualNetworkSubnetId) ? null : virtualNetworkSubnetId
     siteConfig: {
