@@ -50,11 +50,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_azurite(port: int = 0, timeout: float = 30.0, location: Path | None = None) -> Azurite:
+def start_azurite(
+    port: int = 0, timeout: float = 30.0, location: Path | None = None, *, skip_api_version_check: bool = True
+) -> Azurite:
     """Start Azurite (no telemetry) and wait until it accepts requests.
 
     In memory by default; with ``location`` it keeps its data on disk, so a restart on
-    the same port finds it again. ``port=0`` lets Azurite pick a free port.
+    the same port finds it again. ``port=0`` lets Azurite pick a free port. Without
+    ``--skipApiVersionCheck`` it refuses the storage SDK's newer API version (a test
+    uses that to see how the app reports a permanent storage 400).
     """
     persistence = ["--location", str(location)] if location else ["--inMemoryPersistence"]
     if not AZURITE_BIN.exists():
@@ -68,7 +72,7 @@ def start_azurite(port: int = 0, timeout: float = 30.0, location: Path | None = 
             str(port),
             *persistence,
             "--disableTelemetry",
-            "--skipApiVersionCheck",
+            *(["--skipApiVersionCheck"] if skip_api_version_check else []),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -14,13 +14,24 @@ from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob.aio import ContainerClient
 
-from .storage_errors import error_code, storage_unavailable_on_failure, upload_new
+from .storage_errors import download_capped, error_code, storage_unavailable_on_failure, upload_new
 
-MAX_RECORD_BYTES = 1024 * 1024
+# Records are written only by this app. Idempotency records hold a whole response body
+# (base64, so 4/3 of it), and a response is bounded by the request and checkpoint
+# limits; this cap is far above both and only guards against a blob that is not ours.
+MAX_RECORD_BYTES = 64 * 1024 * 1024
 
 
 class RecordConflict(Exception):
     """Someone else created or changed the record first."""
+
+
+class RecordUnreadable(Exception):
+    """A record exists but is not a JSON object this app wrote (corrupt, foreign or over the cap).
+
+    Never read as "no record": each store decides what an unreadable record means,
+    and none of them may treat it as absent.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,17 +58,20 @@ class BlobRecords:
         return self._container.get_blob_client(self._blob_name(name))
 
     async def get(self, name: str) -> Record | None:
-        with storage_unavailable_on_failure("read record"):
-            try:
-                downloader = await self._blob(name).download_blob(offset=0, length=MAX_RECORD_BYTES)
-                raw = await downloader.readall()
-            except ResourceNotFoundError:
-                return None
+        """The record, None if there is none; ``RecordUnreadable`` if it is not ours to read."""
+        try:
+            raw, properties = await download_capped(self._blob(name), MAX_RECORD_BYTES + 1)
+        except ResourceNotFoundError:
+            return None
+        if len(raw) > MAX_RECORD_BYTES:
+            raise RecordUnreadable(f"{self._blob_name(name)} is over {MAX_RECORD_BYTES} bytes")
         try:
             data = json.loads(raw)
-        except ValueError:
-            data = {}
-        return Record(data if isinstance(data, dict) else {}, str(downloader.properties.etag))
+        except (ValueError, RecursionError) as exc:
+            raise RecordUnreadable(f"{self._blob_name(name)} is not JSON") from exc
+        if not isinstance(data, dict):
+            raise RecordUnreadable(f"{self._blob_name(name)} is not a JSON object")
+        return Record(data, str(properties.etag))
 
     async def create(self, name: str, data: dict[str, Any]) -> Record:
         """Create the record; ``RecordConflict`` if it already exists."""

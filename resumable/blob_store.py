@@ -32,7 +32,7 @@ from .checkpoint_codec import CheckpointCodec
 from .checkpoint_mac import CheckpointMac, MacMismatch
 from .errors import CheckpointConflict, CheckpointNotFound, CheckpointUnreadable
 from .ids import validate_id
-from .storage_errors import create_container_if_missing, storage_unavailable_on_failure, upload_new
+from .storage_errors import create_container_if_missing, download_capped, storage_unavailable_on_failure, upload_new
 
 logger = logging.getLogger(__name__)
 
@@ -219,19 +219,16 @@ class BlobCheckpointStorage:
         """Download and decode one checkpoint: one GET, capped at the codec's size limit."""
         name = blob_name(checkpoint_id)
         with tracing.phase("checkpoint.load", {"checkpoint.id": checkpoint_id}) as span:
-            with storage_unavailable_on_failure("load"):
-                try:
-                    # Ask for one byte more than the cap: an oversized blob is refused
-                    # without being read whole.
-                    downloader = await self.container.download_blob(name, offset=0, length=self.codec.max_bytes + 1)
-                    data = await downloader.readall()
-                except ResourceNotFoundError as exc:
-                    raise BlobCheckpointNotFound(f"Checkpoint '{checkpoint_id}' was not found.") from exc
-            metadata = dict(downloader.properties.metadata or {})
+            try:
+                data, props = await download_capped(self.container.get_blob_client(name), self.codec.max_bytes + 1)
+            except ResourceNotFoundError as exc:
+                raise BlobCheckpointNotFound(f"Checkpoint '{checkpoint_id}' was not found.") from exc
             span.set_attribute("checkpoint.size_bytes", len(data))
             self._loaded_sizes[checkpoint_id] = len(data)
             watch = tracing.Stopwatch()
-            checkpoint = await self._cpu(len(data), self._verify_and_decode, data, metadata, checkpoint_id)
+            checkpoint = await self._cpu(
+                len(data), self._verify_and_decode, data, dict(props.metadata or {}), checkpoint_id
+            )
             span.set_attribute("checkpoint.decode_ms", watch.ms)
             return checkpoint
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+MISCONFIGURED = "The function app is not configured correctly; see its logs."
+
 
 class ResumeError(Exception):
     """Base of every error that maps to a documented HTTP response."""
@@ -75,6 +77,13 @@ class PayloadTooLarge(ResumeError):
     code = "payload_too_large"
 
 
+class UnsupportedMediaType(ResumeError):
+    """A JSON route was sent something declared as other than ``application/json``."""
+
+    status = 415
+    code = "unsupported_media_type"
+
+
 class CheckpointUnreadable(ResumeError):
     """The checkpoint does not decode, or it holds a type the allowlist blocks."""
 
@@ -139,6 +148,20 @@ class IdempotencyKeyReused(ResumeError):
     code = "idempotency_key_reused"
 
 
+class IdempotencyRecordUnreadable(ResumeError):
+    """An Idempotency-Key's record exists but cannot be read; never taken as "no record"."""
+
+    status = 500
+    code = "idempotency_record_unreadable"
+
+
+class WebhookIdReused(ResumeError):
+    """A signed delivery's webhook-id was seen before with another route or body: a replay."""
+
+    status = 409
+    code = "webhook_id_reused"
+
+
 class ThreadNotFound(ResumeError):
     status = 404
     code = "thread_not_found"
@@ -149,6 +172,9 @@ class ServerMisconfigured(ResumeError):
 
     status = 500
     code = "server_misconfigured"
+
+    def __init__(self, message: str = MISCONFIGURED, *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message, details=details)
 
 
 class StorageUnavailable(ResumeError):

@@ -8,11 +8,16 @@ from contextlib import contextmanager
 from typing import Any
 
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceExistsError, ResourceNotFoundError
-from azure.storage.blob.aio import ContainerClient
+from azure.storage.blob import BlobProperties
+from azure.storage.blob.aio import BlobClient, ContainerClient
 
-from .errors import StorageUnavailable
+from .errors import ServerMisconfigured, StorageUnavailable
 
 logger = logging.getLogger(__name__)
+# Statuses that are worth retrying: a timeout and throttling. Every other 4xx is a
+# permanent answer about this app's requests (a refused credential, a missing role, an
+# API version the service does not accept): retrying would fail the same way forever.
+_TRANSIENT_4XX = frozenset({408, 429})
 
 
 def error_code(exc: HttpResponseError) -> str:
@@ -23,20 +28,32 @@ def error_code(exc: HttpResponseError) -> str:
 
 @contextmanager
 def storage_unavailable_on_failure(operation: str) -> Iterator[None]:
-    """Re-raise transport and server failures as ``StorageUnavailable`` (503).
+    """Map storage failures to what a caller should do about them.
 
-    ``ResourceNotFoundError`` and create-only conflicts pass through: callers give
-    them their own meaning. Everything else is logged here with its detail and shown
-    to the caller without it.
+    Transport failures, timeouts, throttling and 5xx are ``StorageUnavailable`` (503,
+    retry later). A 401, 403 or other permanent 4xx is ``ServerMisconfigured`` (500, no
+    Retry-After): the app's credential, role or settings are wrong, and a retry cannot
+    help. ``ResourceNotFoundError``, create-only conflicts (409/412) and a range past the
+    end of a blob (416) pass through: callers give them their own meaning. Details are
+    logged here and never shown to the caller.
     """
     try:
         yield
     except ResourceNotFoundError:
         raise
     except HttpResponseError as exc:
-        if exc.status_code in (409, 412):
+        status = exc.status_code or 0
+        if status in (409, 412, 416):
             raise
-        logger.warning("Blob %s failed: HTTP %s %s", operation, exc.status_code, error_code(exc))
+        if 400 <= status < 500 and status not in _TRANSIENT_4XX:
+            logger.error(
+                "Blob %s was refused: HTTP %s %s (check the storage credential, its role and the settings)",
+                operation,
+                status,
+                error_code(exc),
+            )
+            raise ServerMisconfigured() from exc
+        logger.warning("Blob %s failed: HTTP %s %s", operation, status, error_code(exc))
         raise StorageUnavailable(f"Checkpoint storage failed during {operation}.") from exc
     except (TimeoutError, AzureError, OSError) as exc:
         logger.warning("Blob %s failed: %s", operation, type(exc).__name__)
@@ -51,6 +68,24 @@ async def create_container_if_missing(container: ContainerClient) -> None:
             logger.info("Created blob container %s", container.container_name)
         except ResourceExistsError:
             pass
+
+
+async def download_capped(blob: BlobClient, limit: int) -> tuple[bytes, BlobProperties]:
+    """Read a blob's first ``limit`` bytes, and its properties, in one GET.
+
+    Callers ask for one byte more than they accept, so an oversized blob is refused
+    without being read whole. A ranged read of an empty blob is a 416 from the
+    service: that is an empty body, for the caller's parser to refuse, not an outage.
+    ``ResourceNotFoundError`` passes through.
+    """
+    with storage_unavailable_on_failure("read"):
+        try:
+            downloader = await blob.download_blob(offset=0, length=limit)
+        except HttpResponseError as exc:
+            if exc.status_code != 416:
+                raise
+            return b"", await blob.get_blob_properties()
+        return await downloader.readall(), downloader.properties
 
 
 async def upload_new(container: ContainerClient, name: str, data: bytes, **kwargs: Any) -> dict[str, Any]:

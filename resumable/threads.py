@@ -27,7 +27,7 @@ from typing import Any
 from azure.storage.blob.aio import ContainerClient
 
 from . import tracing
-from .blob_records import BlobRecords, RecordConflict
+from .blob_records import BlobRecords, RecordConflict, RecordUnreadable
 from .blob_store import BlobCheckpointStorage, CheckpointInfo
 from .errors import (
     CheckpointNotFound,
@@ -118,7 +118,10 @@ class ThreadPointers:
     async def read(self, thread_id: str) -> ThreadHead:
         """The pointer, an empty head if there is none, or ``ThreadUnreadable``."""
         validate_id(thread_id, kind="thread_id")
-        record = await self._records.get(thread_id)
+        try:
+            record = await self._records.get(thread_id)
+        except RecordUnreadable as exc:
+            raise _unreadable(thread_id, str(exc)) from exc
         if record is None:
             return ThreadHead(thread_id, None, 0, (), None)
         return parse_pointer(thread_id, record.data, record.etag)
@@ -149,10 +152,10 @@ class ThreadPointers:
         return (await self._records.replace(head.thread_id, data, head.etag)).etag
 
     async def _landed(self, thread_id: str, checkpoint_id: str) -> ThreadHead | None:
-        try:
-            current = await self.read(thread_id)
-        except StorageUnavailable:
-            return None
+        """The head if it is ``checkpoint_id``, else None. If the head cannot be read,
+        ``StorageUnavailable`` propagates: the turn may have committed, so it must not be
+        reported as lost (which would delete what may now be the head)."""
+        current = await self.read(thread_id)
         return current if current.checkpoint_id == checkpoint_id else None
 
     async def fence(self, head: ThreadHead) -> ThreadHead | None:

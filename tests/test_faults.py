@@ -140,3 +140,37 @@ async def test_a_pointer_write_that_lands_but_loses_its_answer_counts_as_done(
     assert status == 200
     assert await head_id() == second["checkpoint_id"]
     assert second["previous_checkpoint_id"] == (first["checkpoint_id"] if first else None)
+
+
+async def test_a_landed_pointer_write_whose_check_also_fails_is_503_and_keeps_the_checkpoint(
+    faulty: FunctionHost, monkeypatch
+) -> None:
+    """The swap lands, its answer is lost, and the re-read that would tell fails too: the
+    turn may have committed, so it must not be reported as lost (thread_busy) and its
+    checkpoint, possibly the new head, must not be deleted."""
+    from resumable.blob_records import BlobRecords, RecordConflict
+
+    _, first, _ = await turn(faulty, "one")
+    original_replace, original_get = BlobRecords.replace, BlobRecords.get
+    reads_after_swap: list[str] = []
+
+    async def lands_then_conflicts(self, name, *args):
+        await original_replace(self, name, *args)
+        reads_after_swap.append(name)
+        raise RecordConflict(name)
+
+    async def get_fails_after_swap(self, name):
+        if reads_after_swap:
+            raise StorageUnavailable("Checkpoint storage could not be reached during read record.")
+        return await original_get(self, name)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(BlobRecords, "replace", lands_then_conflicts)
+        patch.setattr(BlobRecords, "get", get_fails_after_swap)
+        status, body, headers = await turn(faulty, "two")
+    assert (status, body["error"]["code"]) == (503, "storage_unavailable")
+    assert "retry-after" in headers
+    head = await head_id()
+    assert head != first["checkpoint_id"]  # the swap did land
+    service = composition.build_service(Settings.from_env())
+    assert (await service.store.load(head)).previous_checkpoint_id == first["checkpoint_id"]

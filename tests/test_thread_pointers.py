@@ -58,7 +58,7 @@ async def orphan_of(thread_id: str) -> str:
 
 # -- unreadable pointers -------------------------------------------------------------
 
-UNPARSEABLE = [b"{not json", b"\xff\xfe", b"[1, 2]", b"null", b"{}"]
+UNPARSEABLE = [b"{not json", b"", b"\xff\xfe", b"[1, 2]", b"null", b"{}"]
 
 
 def mistyped(head: str) -> list[dict]:
