@@ -14,6 +14,12 @@ MAX_ID_LENGTH = 128
 _ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
+def is_ascii_digits(value: str) -> bool:
+    """``0-9`` only. ``str.isdigit`` also accepts ``²`` and other scripts' digits,
+    which ``int()`` then refuses or reads differently."""
+    return value.isascii() and value.isdigit()
+
+
 def validate_id(value: object, *, kind: str = "checkpoint_id") -> str:
     """Return ``value`` if it is a safe identifier, else raise ``InvalidRequest``.
 

@@ -7,12 +7,12 @@ clear error than from a run that silently ignored half its input.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from agent_framework import Message
 
+from . import strict_json
 from .atomic_resume import TurnInput
 from .errors import InvalidRequest
 from .ids import validate_id
@@ -50,9 +50,9 @@ def parse_run_request(
     ``thread`` parses the body of ``POST /api/threads/{id}/runs``.
     """
     try:
-        data: Any = json.loads(body.decode("utf-8"))
-    except (ValueError, RecursionError):  # ValueError covers bad UTF-8, bad JSON and huge integers
-        raise InvalidRequest("The body must be a JSON object encoded as UTF-8.") from None
+        data: Any = strict_json.loads(body)
+    except strict_json.StrictJsonError as exc:
+        raise InvalidRequest(f"The body must be one JSON object encoded as UTF-8: {exc}") from None
     if not isinstance(data, dict):
         raise InvalidRequest("The body must be a JSON object.")
     allowed = _THREAD_FIELDS if thread else _RUN_FIELDS

@@ -35,6 +35,7 @@ TUNING_SETTINGS = (
     "WEBHOOK_SECRET",
     "WEBHOOK_TOLERANCE_SECONDS",
     "THREAD_LOCK_WAIT_SECONDS",
+    "SSE_KEEPALIVE_SECONDS",
     "WORKFLOW",
 )
 # The model behind WORKFLOW=chat-agents: Azure OpenAI (or Foundry) with Entra ID, or an
@@ -105,6 +106,7 @@ class Settings:
     workflow: str
     # How long an ``enqueue`` turn waits for a turn ahead of it on this worker (409 after).
     thread_lock_wait_seconds: float = 30.0
+    sse_keepalive_seconds: float = 15.0
     # HMAC keys for checkpoint blobs (``kid:base64key``, comma-separated; the first signs).
     checkpoint_mac_keys: tuple[MacKey, ...] = ()
 
@@ -129,6 +131,7 @@ class Settings:
             webhook_tolerance_seconds=_positive_int(env, "WEBHOOK_TOLERANCE_SECONDS", 300),
             workflow=env.get("WORKFLOW", "").strip() or "default",
             thread_lock_wait_seconds=float(_positive_int(env, "THREAD_LOCK_WAIT_SECONDS", 30)),
+            sse_keepalive_seconds=_positive_float(env, "SSE_KEEPALIVE_SECONDS", 15.0),
             checkpoint_mac_keys=_checkpoint_mac_keys(env),
         )
 
@@ -216,10 +219,36 @@ def _webhook_secrets(env: Mapping[str, str]) -> tuple[str, ...]:
     secrets = tuple(s for s in env.get("WEBHOOK_SECRET", "").replace(",", " ").split() if s)
     for secret in secrets:
         try:
-            secret_bytes(secret)
+            key = secret_bytes(secret)
         except ValueError as exc:
             raise SettingsError(f"WEBHOOK_SECRET: {exc}") from None
+        check_key_length("WEBHOOK_SECRET", key)
     return secrets
+
+
+# An HMAC key shorter than this can be guessed; an empty one (``whsec_``) signs with
+# nothing at all. Every secret setting is held to the same floor.
+MIN_SECRET_BYTES = 16
+
+
+def check_key_length(setting: str, key: bytes) -> bytes:
+    """``SettingsError`` (500 ``server_misconfigured``) for a key under ``MIN_SECRET_BYTES``."""
+    if len(key) < MIN_SECRET_BYTES:
+        raise SettingsError(f"{setting}: a secret must be at least {MIN_SECRET_BYTES} bytes, not {len(key)}.")
+    return key
+
+
+def _positive_float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a number of seconds, not {raw!r}.") from None
+    if not 0 < value < 86_400:
+        raise SettingsError(f"{name} must be more than 0 and less than a day.")
+    return value
 
 
 def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:

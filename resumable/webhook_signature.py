@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from .errors import InvalidSignature
+from .ids import is_ascii_digits
 
 _SECRET_PREFIX = "whsec_"  # noqa: S105 - the format's prefix, not a secret
 _MAX_ID_LENGTH = 255
@@ -50,7 +51,8 @@ def verify(
     offered = headers.get("webhook-signature", "")
     if not message_id or not raw_timestamp or not offered:
         raise InvalidSignature("Missing webhook-id, webhook-timestamp or webhook-signature header.")
-    if len(message_id) > _MAX_ID_LENGTH or not raw_timestamp.isdigit() or len(raw_timestamp) > 12:
+    id_ok = len(message_id) <= _MAX_ID_LENGTH and all(" " < ch <= "~" for ch in message_id)
+    if not id_ok or not is_ascii_digits(raw_timestamp) or len(raw_timestamp) > 12:
         raise InvalidSignature("Malformed webhook-id or webhook-timestamp header.")
     timestamp = int(raw_timestamp)
     current = time.time() if now is None else now

@@ -22,7 +22,7 @@ async def post(host: FunctionHost, body: Any, *, stream: bool = False, raw: byte
     if isinstance(body, dict) and stream:
         body = {**body, "stream": True}
     if raw is not None:
-        return await host.request("POST", "/api/runs", body=raw)
+        return await host.request("POST", "/api/runs", body=raw, headers={"content-type": "application/json"})
     return await host.request("POST", "/api/runs", json_body=body)
 
 

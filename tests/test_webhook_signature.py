@@ -21,6 +21,7 @@ NOW = 1_800_000_000
 
 def headers(secret: str = SECRET, body: bytes = BODY, timestamp: int = NOW, message_id: str = "msg_1") -> dict:
     return {
+        "content-type": "application/json",
         "webhook-id": message_id,
         "webhook-timestamp": str(timestamp),
         "webhook-signature": sign(secret, message_id, timestamp, body),
@@ -31,14 +32,25 @@ def test_a_correct_signature_passes() -> None:
     verify(headers(), BODY, [SECRET], tolerance_seconds=300, now=NOW + 299)
 
 
-def test_known_answer() -> None:
-    """Pins the signed content format (id.timestamp.body) against an independent HMAC."""
-    import hashlib
-    import hmac
+# The Standard Webhooks specification's published test vector (its reference libraries
+# test against the same values).
+VECTOR_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+VECTOR_ID = "msg_p5jXN8AQM9LWM0D4loKWxJek"
+VECTOR_TIMESTAMP = 1614265330
+VECTOR_BODY = b'{"test": 2432232314}'
+VECTOR_SIGNATURE = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
 
-    key = base64.b64decode(SECRET.removeprefix("whsec_"))
-    expected = base64.b64encode(hmac.new(key, b"msg_1.1800000000." + BODY, hashlib.sha256).digest()).decode()
-    assert sign(SECRET, "msg_1", NOW, BODY) == f"v1,{expected}"
+
+def test_the_official_test_vector() -> None:
+    assert sign(VECTOR_SECRET, VECTOR_ID, VECTOR_TIMESTAMP, VECTOR_BODY) == VECTOR_SIGNATURE
+    vector_headers = {
+        "webhook-id": VECTOR_ID,
+        "webhook-timestamp": str(VECTOR_TIMESTAMP),
+        "webhook-signature": VECTOR_SIGNATURE,
+    }
+    verify(vector_headers, VECTOR_BODY, [VECTOR_SECRET], tolerance_seconds=300, now=VECTOR_TIMESTAMP + 10)
+    with pytest.raises(InvalidSignature):
+        verify(vector_headers, VECTOR_BODY + b" ", [VECTOR_SECRET], tolerance_seconds=300, now=VECTOR_TIMESTAMP)
 
 
 @pytest.mark.parametrize(
@@ -77,7 +89,7 @@ def signed_host(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> Function
 async def test_unsigned_requests_are_401_before_any_storage_access(
     signed_host: FunctionHost, ops: OperationCounter
 ) -> None:
-    response = await signed_host.request("POST", "/api/runs", body=BODY)
+    response = await signed_host.request("POST", "/api/runs", body=BODY, headers={"content-type": "application/json"})
     assert response.status == 401
     assert (await response.json())["error"]["code"] == "invalid_signature"
     stale = headers(timestamp=int(time.time()) - 3600)
@@ -95,5 +107,51 @@ async def test_signed_requests_run(signed_host: FunctionHost) -> None:
 
 async def test_a_malformed_secret_is_a_configuration_error(host: FunctionHost, monkeypatch) -> None:
     monkeypatch.setenv("WEBHOOK_SECRET", "whsec_!!!not-base64")
-    response = await host.request("POST", "/api/runs", body=BODY)
+    response = await host.request("POST", "/api/runs", body=BODY, headers={"content-type": "application/json"})
     assert (response.status, (await response.json())["error"]["code"]) == (500, "server_misconfigured")
+
+
+@pytest.mark.parametrize("secret", ["whsec_", "whsec_" + base64.b64encode(b"short key").decode(), "tiny"])
+async def test_a_secret_under_16_bytes_is_a_configuration_error(
+    recording: FunctionHost, monkeypatch: pytest.MonkeyPatch, secret: str
+) -> None:
+    """A request signed with an empty key used to get 200: refuse the setting instead."""
+    from tests import recording_workflow
+
+    monkeypatch.setenv("WEBHOOK_SECRET", f"{SECRET} {secret}")
+    hdrs = headers(secret=secret, timestamp=int(time.time()))
+    response = await recording.request("POST", "/api/runs", body=BODY, headers=hdrs)
+    assert (response.status, (await response.json())["error"]["code"]) == (500, "server_misconfigured")
+    assert "retry-after" not in response.headers
+    assert recording_workflow.CALLS == []
+
+
+async def _signed(host: FunctionHost, path: str, body: bytes, message_id: str, **extra: str):
+    hdrs = {**headers(body=body, timestamp=int(time.time()), message_id=message_id), **extra}
+    return await host.request("POST", path, body=body, headers=hdrs)
+
+
+async def test_a_captured_delivery_sent_again_replays_whatever_its_idempotency_key(
+    signed_host: FunctionHost,
+) -> None:
+    body = json.dumps({"messages": "pay invoice 7"}).encode()
+    first = await _signed(signed_host, "/api/threads/payer/runs", body, "msg_capture", **{"Idempotency-Key": "a"})
+    assert first.status == 200
+    again = await _signed(signed_host, "/api/threads/payer/runs", body, "msg_capture", **{"Idempotency-Key": "b"})
+    assert again.status == 200
+    assert await again.body() == await first.body()
+    unkeyed = await _signed(signed_host, "/api/threads/payer/runs", body, "msg_capture")
+    assert await unkeyed.body() == await first.body()
+    thread = await (await signed_host.request("GET", "/api/threads/payer")).json()
+    assert thread["turns"] == 1
+
+
+async def test_a_captured_delivery_sent_to_another_route_is_refused(signed_host: FunctionHost) -> None:
+    body = json.dumps({"messages": "pay invoice 8"}).encode()
+    assert (await _signed(signed_host, "/api/threads/payer/runs", body, "msg_moved")).status == 200
+    moved = await _signed(signed_host, "/api/threads/other/runs", body, "msg_moved")
+    assert (moved.status, (await moved.json())["error"]["code"]) == (409, "webhook_id_reused")
+    assert (await signed_host.request("GET", "/api/threads/other")).status == 404
+    other_body = json.dumps({"messages": "pay invoice 9"}).encode()
+    changed = await _signed(signed_host, "/api/threads/payer/runs", other_body, "msg_moved")
+    assert (changed.status, (await changed.json())["error"]["code"]) == (409, "webhook_id_reused")
