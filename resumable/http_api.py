@@ -10,28 +10,41 @@ webhook signature → body shape → idempotency record → checkpoint → run.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 from fastapi import Request, Response
 
 from . import __version__, webhook_signature
 from .af_internals import AGENT_FRAMEWORK_VERSION
 from .composition import build_service, load_settings
-from .errors import InvalidRequest, PayloadTooLarge, ThreadNotFound
+from .errors import InvalidRequest, PayloadTooLarge, ThreadNotFound, UnsupportedMediaType
 from .http_lifecycle import traced
 from .http_responses import JSON_MEDIA_TYPE, event_stream, json_response, render_json, replay
-from .idempotency import Claim, IdempotencyStore, StoredResponse, fingerprint
-from .ids import validate_id
+from .idempotency import IDEMPOTENCY_KEY, WEBHOOK_ID, HeldClaim, IdempotencyStore, StoredResponse, fingerprint
+from .ids import is_ascii_digits, validate_id
 from .run_request import RunRequest, parse_run_request
 from .run_service import Event, Runner
+from .settings import Settings
 from .thread_runs import ThreadRunner
 from .threads import live_head
+
+
+def require_json(content_type: str | None) -> None:
+    """``application/json``, with parameters such as ``charset`` allowed; 415 otherwise.
+
+    A cross-site HTML form can send ``text/plain`` or a form encoding without a CORS
+    preflight; refusing them keeps browsers from posting runs on a user's behalf.
+    """
+    media_type = (content_type or "").split(";", 1)[0].strip().lower()
+    if media_type != JSON_MEDIA_TYPE:
+        raise UnsupportedMediaType("Send the body as JSON, with 'Content-Type: application/json'.")
 
 
 async def read_body(request: Request, limit: int) -> bytes:
     """The raw body, refusing (413) anything over ``limit`` without reading it all."""
     declared = request.headers.get("content-length")
     if declared is not None:
-        if not declared.isdigit():
+        if not is_ascii_digits(declared):
             raise InvalidRequest("Content-Length must be a whole number.")
         if int(declared) > limit:
             raise PayloadTooLarge(f"The body is over the {limit}-byte limit.")
@@ -65,6 +78,7 @@ async def _post_run(request: Request, *, thread_id: str | None) -> Response:
         webhook_signature.verify(
             request.headers, body, settings.webhook_secrets, tolerance_seconds=settings.webhook_tolerance_seconds
         )
+    require_json(request.headers.get("content-type"))
     if thread_id is not None:
         validate_id(thread_id, kind="thread_id")
     run_request = parse_run_request(
@@ -77,52 +91,74 @@ async def _post_run(request: Request, *, thread_id: str | None) -> Response:
         else ThreadRunner(service, thread_id, lock_wait_seconds=settings.thread_lock_wait_seconds)
     )
 
-    key = request.headers.get("idempotency-key")
-    if key is None:
-        return await _execute(runner, run_request)
-    store = IdempotencyStore(service.store.container, ttl_seconds=settings.idempotency_ttl_seconds)
-    begun = await store.begin(key, fingerprint(request.method, request.url.path, body))
+    dedupe = _dedupe_key(request, settings)
+    if dedupe is None:
+        return await _execute(runner, run_request, None, settings.sse_keepalive_seconds)
+    store = IdempotencyStore(service.store.container, ttl_seconds=dedupe.ttl_seconds, committed=service.is_committed)
+    begun = await store.begin(dedupe.key, fingerprint(request.method, request.url.path, body), kind=dedupe.kind)
     if isinstance(begun, StoredResponse):
         return replay(begun, stream=run_request.stream)
-    return await _execute_once(runner, run_request, store, begun)
+    return await _execute(runner, run_request, HeldClaim(store, begun), settings.sse_keepalive_seconds)
 
 
-async def _execute(runner: Runner, request: RunRequest) -> Response:
-    if request.stream:
-        return event_stream(await runner.open_stream(request))
-    return json_response(await runner.run_to_json(request))
+@dataclass(frozen=True, slots=True)
+class DedupeKey:
+    key: str
+    kind: str
+    ttl_seconds: int
 
 
-async def _execute_once(runner: Runner, request: RunRequest, store: IdempotencyStore, claim: Claim) -> Response:
-    """Run while holding the key: store a success, release the key on any error.
+def _dedupe_key(request: Request, settings: Settings) -> DedupeKey | None:
+    """What makes a retry "the same request": the verified ``webhook-id`` when requests
+    are signed, else the ``Idempotency-Key`` header, else nothing.
+
+    A signed delivery captured in transit could otherwise be sent again, within the
+    signature's tolerance window, with a fresh Idempotency-Key; keyed by its signed
+    message ID, it replays the first response instead (the Standard Webhooks advice).
+    """
+    if settings.webhook_secrets:
+        ttl = max(settings.idempotency_ttl_seconds, 2 * settings.webhook_tolerance_seconds)
+        return DedupeKey(request.headers["webhook-id"], WEBHOOK_ID, ttl)
+    key = request.headers.get("idempotency-key")
+    return None if key is None else DedupeKey(key, IDEMPOTENCY_KEY, settings.idempotency_ttl_seconds)
+
+
+async def _execute(runner: Runner, request: RunRequest, claim: HeldClaim | None, keepalive: float) -> Response:
+    """Run once; with a claim, store a success and release the key on any error.
 
     Errors are not stored, so a rejected request leaves nothing behind and a retry is
-    judged afresh (the checkpoint may exist by then, the storage may be back).
+    judged afresh (the checkpoint may exist by then, the storage may be back). The
+    claim is settled even if this request is cancelled (``HeldClaim``).
     """
+    hook = claim.before_commit if claim is not None else None
+    if claim is not None:
+        claim.start_renewing()
     try:
         if not request.stream:
-            body = render_json(await runner.run_to_json(request))
-            await store.complete(claim, 200, body)
+            body = await runner.run_to_json(request, before_commit=hook)
+            if claim is not None:
+                await claim.succeeded(body)
             return Response(body, media_type=JSON_MEDIA_TYPE)
-        events = await runner.open_stream(request)
+        events = await runner.open_stream(request, before_commit=hook)
     except BaseException:
-        await store.release(claim)
+        if claim is not None:
+            await claim.failed()
         raise
-    return event_stream(_recorded(events, store, claim))
+    return event_stream(events if claim is None else _recorded(events, claim), keepalive_seconds=keepalive)
 
 
-async def _recorded(events: AsyncIterator[Event], store: IdempotencyStore, claim: Claim) -> AsyncIterator[Event]:
+async def _recorded(events: AsyncIterator[Event], claim: HeldClaim) -> AsyncIterator[Event]:
     """Pass events through; store the ``done`` payload, release the key on anything else."""
     stored = False
     try:
         async for name, data in events:
             if name == "done":
-                await store.complete(claim, 200, render_json(data))
+                await claim.succeeded(render_json(data))
                 stored = True
             yield name, data
     finally:
         if not stored:
-            await store.release(claim)
+            await claim.failed()
 
 
 # -- GET routes ---------------------------------------------------------------------------

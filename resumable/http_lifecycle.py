@@ -70,8 +70,8 @@ class RequestTrace:
         error: str | None = None
         try:
             async for frame in frames:
-                if isinstance(frame, bytes) and frame.startswith(b"event: error\n"):
-                    error = json.loads(frame.split(b"data: ", 1)[1])["error"]["code"]
+                if isinstance(frame, bytes) and b"event: error\n" in frame:
+                    error = json.loads(frame.split(b"\ndata: ", 1)[1])["error"]["code"]
                 yield frame
         finally:
             self.finish(200, error)

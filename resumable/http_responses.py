@@ -9,18 +9,20 @@ from typing import Any
 from fastapi import Response
 from fastapi.responses import StreamingResponse
 
+from . import strict_json
 from .errors import ResumeError
+from .event_pump import EventPump, IdleTick
 from .idempotency import StoredResponse
 from .run_service import Event
-from .sse import MEDIA_TYPE, sse_event
+from .sse import KEEPALIVE, MEDIA_TYPE, sse_event
 
 JSON_MEDIA_TYPE = "application/json"
 _STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def render_json(body: dict[str, Any]) -> bytes:
-    """The exact bytes sent, so an idempotent replay can send them again."""
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    """The exact bytes sent, so an idempotent replay can send them again (strict JSON)."""
+    return strict_json.dumps(body)
 
 
 def json_response(body: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -31,12 +33,23 @@ def error_response(error: ResumeError) -> Response:
     return json_response(error.to_body(), error.status, error.headers())
 
 
-def event_stream(events: AsyncIterator[Event]) -> StreamingResponse:
-    """Server-sent events, flushed as they come (no proxy buffering)."""
+def event_stream(events: AsyncIterator[Event], *, keepalive_seconds: float = 15.0) -> StreamingResponse:
+    """Server-sent events, flushed as they come (no proxy buffering).
+
+    Each event has an ``id:`` (1, 2, ...) so later work can resume a stream, and a
+    comment line goes out whenever the run is silent for ``keepalive_seconds``.
+    """
+    pump = EventPump(events, keepalive_seconds=keepalive_seconds)
 
     async def frames() -> AsyncIterator[bytes]:
-        async for name, data in events:
-            yield sse_event(name, data)
+        sequence = 0
+        async for item in pump.read():
+            if isinstance(item, IdleTick):
+                yield KEEPALIVE
+                continue
+            sequence += 1
+            name, data = item
+            yield sse_event(name, data, event_id=sequence)
 
     return StreamingResponse(frames(), media_type=MEDIA_TYPE, headers=_STREAM_HEADERS)
 

@@ -7,15 +7,16 @@ results (or ``ResumeError``) into responses.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from typing import Any, Protocol
 
 from agent_framework import Workflow, WorkflowCheckpoint, WorkflowEvent
 
+from . import strict_json
 from .atomic_resume import ResumedRun, prepare_resume
-from .blob_store import BlobCheckpointStorage
-from .errors import ResumeError, ThreadBusy, WorkflowFailed
+from .blob_store import BlobCheckpointStorage, CheckpointInfo
+from .errors import CheckpointNotFound, ResumeError, ThreadBusy, WorkflowFailed
 from .run_request import RunRequest
 from .run_result import ResultCollector
 from .threads import ThreadHead, ThreadPointers
@@ -25,6 +26,11 @@ logger = logging.getLogger(__name__)
 
 # (event name, data) pairs; ``sse.sse_event`` frames them.
 Event = tuple[str, dict[str, Any]]
+# Called with (checkpoint ID, thread ID, exact response bytes) after the response is
+# rendered and before the checkpoint is saved: the last moment to refuse the commit.
+CommitHook = Callable[[str, str | None, bytes], Awaitable[None]]
+# How far back ``is_committed`` walks a thread's lineage past its recent window.
+_LINEAGE_WALK_LIMIT = 1000
 
 
 class WorkflowSource(Protocol):
@@ -36,9 +42,11 @@ class WorkflowSource(Protocol):
 class Runner(Protocol):
     """Runs one call: ``RunService`` for /api/runs, ``ThreadRunner`` for a thread's turns."""
 
-    async def run_to_json(self, request: RunRequest) -> dict[str, Any]: ...
+    async def run_to_json(self, request: RunRequest, *, before_commit: CommitHook | None = None) -> bytes: ...
 
-    async def open_stream(self, request: RunRequest) -> AsyncIterator[Event]: ...
+    async def open_stream(
+        self, request: RunRequest, *, before_commit: CommitHook | None = None
+    ) -> AsyncIterator[Event]: ...
 
 
 class RunService:
@@ -54,14 +62,22 @@ class RunService:
             checkpoint = await self.store.load(request.checkpoint_id)
         return await prepare_resume(self.spec.build(), checkpoint, request.turn, stream=request.stream)
 
-    async def _save(self, run: ResumedRun, collector: ResultCollector, head: ThreadHead | None) -> dict[str, Any]:
+    async def _save(
+        self, run: ResumedRun, collector: ResultCollector, head: ThreadHead | None, before_commit: CommitHook | None
+    ) -> tuple[dict[str, Any], bytes]:
         """Persist the final checkpoint; for a thread turn, then advance the pointer.
 
-        A turn that loses the pointer race deletes its checkpoint (best effort) and
-        raises ``ThreadBusy``; nothing it did remains visible.
+        The response is rendered first, so nothing can fail between the commit and the
+        answer. A turn that loses the pointer race deletes its checkpoint (best effort)
+        and raises ``ThreadBusy``; nothing it did remains visible.
         """
         saved = await run.final_checkpoint()
-        await self.store.save(saved, thread_id=head.thread_id if head else None)
+        body = collector.body(saved)
+        rendered = strict_json.dumps(body)
+        thread_id = head.thread_id if head else None
+        if before_commit is not None:
+            await before_commit(saved.checkpoint_id, thread_id, rendered)
+        await self.store.save(saved, thread_id=thread_id)
         if head is not None:
             try:
                 await self.pointers.advance(head, saved.checkpoint_id)
@@ -71,18 +87,54 @@ class RunService:
                 except ResumeError:
                     logger.warning("Could not delete orphan checkpoint %s", saved.checkpoint_id)
                 raise
-        return collector.body(saved)
+        return body, rendered
 
-    async def run_to_json(self, request: RunRequest, *, head: ThreadHead | None = None) -> dict[str, Any]:
-        """Run the call to completion and return the response body."""
+    async def is_committed(self, checkpoint_id: str, thread_id: str | None) -> bool:
+        """Whether a checkpoint was committed: saved, and for a thread turn, in its lineage.
+
+        A thread's lineage is time-ordered, so the walk back from the head stops at the
+        first checkpoint older than this one.
+        """
+        try:
+            target = await self.store.get_info(checkpoint_id)
+        except CheckpointNotFound:
+            return False
+        if thread_id is None:
+            return True
+        head = await self.pointers.read(thread_id)
+        if checkpoint_id == head.checkpoint_id or checkpoint_id in head.recent:
+            return True
+        return await self._older_lineage_holds(head.recent[-1] if head.recent else None, target)
+
+    async def _older_lineage_holds(self, cursor: str | None, target: CheckpointInfo) -> bool:
+        for _ in range(_LINEAGE_WALK_LIMIT):
+            if cursor is None:
+                break
+            try:
+                info = await self.store.get_info(cursor)
+            except CheckpointNotFound:
+                break
+            if info.checkpoint_id == target.checkpoint_id:
+                return True
+            if info.created_epoch < target.created_epoch:
+                break
+            cursor = info.previous_checkpoint_id
+        return False
+
+    async def run_to_json(
+        self, request: RunRequest, *, head: ThreadHead | None = None, before_commit: CommitHook | None = None
+    ) -> bytes:
+        """Run the call to completion; return the exact response bytes."""
         run = await self._prepare(request)
         collector = ResultCollector()
         async with aclosing(run.events()) as events:
             async for event in events:
                 collector.add(event)
-        return await self._save(run, collector, head)
+        return (await self._save(run, collector, head, before_commit))[1]
 
-    async def open_stream(self, request: RunRequest, *, head: ThreadHead | None = None) -> AsyncIterator[Event]:
+    async def open_stream(
+        self, request: RunRequest, *, head: ThreadHead | None = None, before_commit: CommitHook | None = None
+    ) -> AsyncIterator[Event]:
         """Validate, hydrate and start the run, then return its events.
 
         Everything that can be refused (bad checkpoint, bad input, the framework's own
@@ -97,15 +149,17 @@ class RunService:
             await events.aclose()
             raise
         # The stream is drained later, outside this request's context: keep it for the save.
-        return self._stream(run, first, events, head, RequestScope.capture())
+        return self._stream(run, first, events, head=head, before_commit=before_commit, scope=RequestScope.capture())
 
     async def _stream(
         self,
         run: ResumedRun,
         first: WorkflowEvent,
         events: AsyncIterator[WorkflowEvent],
+        *,
         head: ThreadHead | None,
-        request_scope: RequestScope,
+        before_commit: CommitHook | None,
+        scope: RequestScope,
     ) -> AsyncIterator[Event]:
         collector = ResultCollector()
         try:
@@ -115,8 +169,8 @@ class RunService:
                     item = collector.add(event)
                     if item is not None:
                         yield item
-            with within(request_scope):
-                body = await self._save(run, collector, head)
+            with within(scope):
+                body, _ = await self._save(run, collector, head, before_commit)
             yield "done", body
         except ResumeError as exc:
             yield "error", exc.to_body()

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from . import strict_json
+
 MEDIA_TYPE = "text/event-stream"
+# A comment line: clients ignore it, proxies see bytes and keep the connection open.
+KEEPALIVE = b": keep-alive\n\n"
 
 
-def sse_event(name: str, data: dict[str, Any]) -> bytes:
-    """One SSE frame. ``json.dumps`` never emits a newline, so ``data`` is one line."""
-    payload = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-    return f"event: {name}\ndata: {payload}\n\n".encode()
+def sse_event(name: str, data: dict[str, Any], *, event_id: int | None = None) -> bytes:
+    """One SSE frame. Compact JSON never holds a raw newline, so ``data`` is one line."""
+    head = b"" if event_id is None else b"id: " + str(event_id).encode() + b"\n"
+    return head + b"event: " + name.encode() + b"\ndata: " + strict_json.dumps(data) + b"\n\n"

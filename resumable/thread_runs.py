@@ -21,7 +21,7 @@ from typing import Any
 
 from .errors import CheckpointNotFound, ThreadBusy, ThreadExpired
 from .run_request import RunRequest
-from .run_service import Event, RunService
+from .run_service import CommitHook, Event, RunService
 from .threads import ThreadHead, ThreadHeld, ThreadLocks, expired
 
 # A turn loses a race only when another turn commits in between, so with K turns racing
@@ -89,7 +89,7 @@ class ThreadRunner:
             return expired(self.thread_id)
         return None
 
-    async def run_to_json(self, request: RunRequest) -> dict[str, Any]:
+    async def run_to_json(self, request: RunRequest, *, before_commit: CommitHook | None = None) -> bytes:
         attempts = MAX_ATTEMPTS if request.multitask == "enqueue" else 1
         deadline = self._deadline(request)
         for attempt in range(attempts):
@@ -97,7 +97,7 @@ class ThreadRunner:
                 async with self._hold(deadline):
                     head, turn = await self._at_head(request)
                     try:
-                        return await self.service.run_to_json(turn, head=head)
+                        return await self.service.run_to_json(turn, head=head, before_commit=before_commit)
                     except CheckpointNotFound as exc:
                         gone = await self._expired(head)
                         if gone is None:
@@ -111,14 +111,16 @@ class ThreadRunner:
             await asyncio.sleep(_backoff(attempt))
         raise AssertionError("unreachable")
 
-    async def open_stream(self, request: RunRequest) -> AsyncIterator[Event]:
+    async def open_stream(
+        self, request: RunRequest, *, before_commit: CommitHook | None = None
+    ) -> AsyncIterator[Event]:
         """Hold this worker's turn on the thread for as long as the stream runs."""
         hold = AsyncExitStack()
         await hold.enter_async_context(self._hold(self._deadline(request)))
         try:
             head, turn = await self._at_head(request)
             try:
-                events = await self.service.open_stream(turn, head=head)
+                events = await self.service.open_stream(turn, head=head, before_commit=before_commit)
             except CheckpointNotFound as exc:
                 gone = await self._expired(head)
                 if gone is None:

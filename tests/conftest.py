@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
@@ -75,8 +76,9 @@ def recording(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> Iterator[F
     monkeypatch.setitem(workflows.REGISTRY, "recording", "tests.recording_workflow:SPEC")
     monkeypatch.setenv("WORKFLOW", "recording")
     recording_workflow.CALLS.clear()
-    recording_workflow.RELEASE.clear()
-    recording_workflow.WAITING.clear()
+    # Fresh events per test: an asyncio.Event binds to the loop of its first waiter.
+    monkeypatch.setattr(recording_workflow, "RELEASE", asyncio.Event())
+    monkeypatch.setattr(recording_workflow, "WAITING", asyncio.Event())
     recording_workflow.ON_TAIL.clear()
     recording_workflow.GAVE_UP.clear()
     composition.workflow_spec.cache_clear()

@@ -100,7 +100,10 @@ async def test_a_thread_turn_is_not_applied_twice(host: FunctionHost) -> None:
 @pytest.mark.parametrize("key", ["", "x" * 256, "tab\there", "é"])
 async def test_malformed_keys_are_400(host: FunctionHost, key: str) -> None:
     response = await host.request(
-        "POST", URL, body=json.dumps({"messages": "x"}).encode(), headers={"Idempotency-Key": key}
+        "POST",
+        URL,
+        body=json.dumps({"messages": "x"}).encode(),
+        headers={"Idempotency-Key": key, "content-type": "application/json"},
     )
     assert response.status == 400
 
@@ -123,9 +126,59 @@ async def test_a_done_turn_is_not_failed_because_its_record_could_not_be_stored(
     assert response.status == 200  # the turn committed; telling the caller otherwise invites a double run
     head = await (await host.request("GET", "/api/threads/bills")).json()
     assert head["checkpoint_id"] == (await response.json())["checkpoint_id"]
-    # The claim could not be completed, so a retry waits instead of running the turn again.
+    # The claim could not be marked completed, but it names the checkpoint it committed:
+    # a retry finds that checkpoint in the thread and replays instead of running again.
     retry = await keyed(host, "key-7", {"messages": "pay"}, url="/api/threads/bills/runs")
-    assert (retry.status, (await retry.json())["error"]["code"]) == (409, "request_in_progress")
+    assert retry.status == 200
+    assert await retry.body() == await response.body()
+    assert (await (await host.request("GET", "/api/threads/bills")).json())["turns"] == 1
+
+
+@pytest.mark.parametrize("url", [URL, "/api/threads/ledger/runs"])
+async def test_a_committed_turn_never_runs_again_once_its_claim_is_stale(
+    recording: FunctionHost, monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    """The last write (marking the key completed) is lost and the claim then goes stale:
+    a webhook retry hours later must replay, not take the claim over and run again."""
+    from resumable import idempotency
+    from resumable.blob_records import BlobRecords
+    from resumable.errors import StorageUnavailable
+
+    original_replace = BlobRecords.replace
+
+    async def failing_replace(self, name, data, etag):
+        if data.get("state") == "completed":
+            raise StorageUnavailable("Checkpoint storage failed during replace record.")
+        return await original_replace(self, name, data, etag)
+
+    monkeypatch.setattr(BlobRecords, "replace", failing_replace)
+    first = await keyed(recording, "key-9", {"messages": "charge card"}, url=url)
+    assert first.status == 200
+    calls = list(recording_workflow.CALLS)
+    monkeypatch.setattr(BlobRecords, "replace", original_replace)
+    monkeypatch.setattr(idempotency, "CLAIM_SECONDS", 0)  # every unfinished claim now looks abandoned
+    await asyncio.sleep(0.01)
+    retry = await keyed(recording, "key-9", {"messages": "charge card"}, url=url)
+    assert retry.status == 200
+    assert await retry.body() == await first.body()
+    assert calls == recording_workflow.CALLS  # nothing ran a second time
+
+
+async def test_a_long_run_keeps_its_claim_alive(recording: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that outlives the takeover age is renewing its claim, so a retry waits."""
+    from resumable import idempotency
+
+    monkeypatch.setattr(idempotency, "CLAIM_SECONDS", 0.3)
+    monkeypatch.setattr(idempotency, "RENEW_SECONDS", 0.05)
+    body = {"messages": "wait a long time"}
+    first = asyncio.ensure_future(keyed(recording, "key-10", body))
+    await asyncio.wait_for(recording_workflow.WAITING.wait(), timeout=10)
+    await asyncio.sleep(0.6)  # twice the takeover age
+    duplicate = await keyed(recording, "key-10", body)
+    assert (duplicate.status, (await duplicate.json())["error"]["code"]) == (409, "request_in_progress")
+    recording_workflow.RELEASE.set()
+    assert (await first).status == 200
+    assert sum(1 for executor, _ in recording_workflow.CALLS if executor == "tail") == 1
 
 
 async def test_a_claim_whose_answer_was_lost_is_still_ours(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -141,3 +194,36 @@ async def test_a_claim_whose_answer_was_lost_is_still_ours(host: FunctionHost, m
     monkeypatch.setattr(BlobRecords, "create", create_then_conflict)
     response = await keyed(host, "key-8", {"messages": "hello"})
     assert response.status == 200
+
+
+async def test_a_large_response_is_replayed_whole(recording: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A response of ~1.8 MB (its record ~2.4 MB as base64) replays byte for byte."""
+    monkeypatch.setenv("MAX_MESSAGE_CHARS", "1000000")
+    monkeypatch.setenv("MAX_REQUEST_BYTES", "2000000")
+    body = {"messages": "y" * 900_000}
+    first = await keyed(recording, "key-big", body)
+    first_bytes = await first.body()
+    assert first.status == 200
+    assert len(first_bytes) > 1_500_000
+    calls = list(recording_workflow.CALLS)
+    again = await keyed(recording, "key-big", body)
+    assert again.status == 200
+    assert await again.body() == first_bytes
+    assert calls == recording_workflow.CALLS
+
+
+@pytest.mark.parametrize("content", [b"", b"{not json", b"[1, 2]", b'{"state": "completed", "fingerprint": 1}'])
+async def test_an_unreadable_record_is_an_error_not_another_request(
+    recording: FunctionHost, storage_env: str, content: bytes
+) -> None:
+    import hashlib
+
+    body = {"messages": "hello"}
+    assert (await keyed(recording, "key-corrupt", body)).status == 200
+    calls = list(recording_workflow.CALLS)
+    container = composition.build_service(Settings.from_env()).store.container
+    name = hashlib.sha256(b"key-corrupt").hexdigest()
+    await container.upload_blob(f"idempotency/{name}.json", content, overwrite=True)
+    again = await keyed(recording, "key-corrupt", body)
+    assert (again.status, (await again.json())["error"]["code"]) == (500, "idempotency_record_unreadable")
+    assert calls == recording_workflow.CALLS

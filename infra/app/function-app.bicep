@@ -58,6 +58,8 @@ var appSettings = {
   // verification off; in production use a Key Vault reference rather than a literal.
   WEBHOOK_SECRET: webhookSecret
   WEBHOOK_TOLERANCE_SECONDS: '300'
+  // A comment line on a silent SSE stream this often, so idle-timeout proxies keep it open.
+  SSE_KEEPALIVE_SECONDS: '15'
   // How long an enqueue turn waits for the turn ahead of it on the same instance (then 409).
   THREAD_LOCK_WAIT_SECONDS: '30'
   WORKFLOW: workflow
