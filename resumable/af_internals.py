@@ -14,6 +14,7 @@ changes it, those tests fail with a message that says what to look at.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from agent_framework import (
@@ -32,9 +33,6 @@ from agent_framework._workflows._checkpoint_encoding import (  # private: no pub
     encode_checkpoint_value as _encode_checkpoint_value,
 )
 from agent_framework._workflows._runner_context import MessageType  # private: WorkflowMessage.type's enum
-from agent_framework._workflows._workflow import (  # private: the run's own response check
-    _coerce_request_info_response,
-)
 
 AGENT_FRAMEWORK_VERSION = "1.23.0"
 
@@ -60,13 +58,16 @@ def encode_checkpoint_value(value: Any) -> Any:
     return _encode_checkpoint_value(value)
 
 
-def coerce_response(value: Any, response_type: type, request_id: str) -> Any:
-    """Convert a JSON response to the type its request expects, as ``run()`` would.
+async def validate_responses(workflow: Workflow, responses: Mapping[str, Any]) -> dict[str, Any]:
+    """Check and convert answers to the hydrated workflow's pending requests, with the
+    very check ``run(responses=...)`` makes first (type coercion, and for computer-use
+    calls the matching call ID and acknowledged safety checks).
 
-    Raises ``ValueError`` when it cannot; called before the run so that a wrong
-    answer is a 400 and not a failure halfway through the run.
+    Called after ``hydrate`` and before the run, so a wrong answer is a 400 and not a
+    failure halfway through the run. Raises what the framework raises (``ValueError``,
+    ``TypeError``, ``AgentInvalidResponseException``, ``RuntimeError``).
     """
-    return _coerce_request_info_response(value, response_type, request_id)
+    return await workflow._validate_responses_internal(responses)
 
 
 async def hydrate(workflow: Workflow, checkpoint: WorkflowCheckpoint) -> None:

@@ -54,7 +54,8 @@ class TurnInput:
 def validate_checkpoint(workflow: Workflow, checkpoint: WorkflowCheckpoint, turn: TurnInput) -> TurnInput:
     """Refuse a checkpoint this workflow cannot safely continue with this input.
 
-    Returns the input with each response converted to the type its request expects.
+    Answers themselves are checked after hydration (``prepare_resume``), by the
+    framework's own pre-run check.
     """
     if checkpoint.workflow_name != workflow.name:
         raise CheckpointIncompatible(
@@ -86,16 +87,6 @@ def validate_checkpoint(workflow: Workflow, checkpoint: WorkflowCheckpoint, turn
                 "'responses' names requests that are not pending in this checkpoint.",
                 details={"unknown_request_ids": unknown, "pending_request_ids": pending},
             )
-        coerced: dict[str, Any] = {}
-        for request_id, value in turn.responses.items():
-            request = checkpoint.pending_request_info_events[request_id]
-            try:
-                coerced[request_id] = af_internals.coerce_response(value, request.response_type, request_id)
-            except Exception as exc:
-                raise InvalidRequest(
-                    f"The response to request '{request_id}' is not a valid {request.response_type.__name__}."
-                ) from exc
-        return TurnInput(responses=coerced)
     return turn
 
 
@@ -181,4 +172,25 @@ async def prepare_resume(
         raise CheckpointIncompatible("The checkpoint could not be restored into this workflow.") from exc
     if turn.messages is not None and await af_internals.has_in_flight_messages(workflow):
         raise CheckpointHasInFlightWork("The restored checkpoint still has undelivered messages.")
+    if turn.responses is not None:
+        turn = TurnInput(responses=await _checked_responses(workflow, checkpoint, turn.responses))
     return ResumedRun(workflow, turn, checkpoint, stream)
+
+
+async def _checked_responses(
+    workflow: Workflow, checkpoint: WorkflowCheckpoint, responses: Mapping[str, Any]
+) -> dict[str, Any]:
+    try:
+        return await af_internals.validate_responses(workflow, responses)
+    except Exception as exc:  # the framework's check raises several types
+        logger.info("Refused answers to pending requests: %s", type(exc).__name__)
+        expected = {
+            request_id: getattr(event.response_type, "__name__", str(event.response_type))
+            for request_id, event in checkpoint.pending_request_info_events.items()
+            if request_id in responses
+        }
+        raise InvalidRequest(
+            "An answer does not fit the request it answers (wrong type, or for a computer-use call, "
+            "another call's result or unacknowledged safety checks).",
+            details={"expected_types": expected},
+        ) from exc

@@ -153,10 +153,27 @@ async def test_checkpoint_data_types_cover_what_real_checkpoints_pickle() -> Non
     assert framework <= FRAMEWORK_TYPE_KEYS, f"new framework classes in checkpoints: {framework - FRAMEWORK_TYPE_KEYS}"
 
 
-def test_coerce_response_validates_against_the_request_type() -> None:
-    assert af_internals.coerce_response("yes", str, "r1") == "yes"
+async def test_validate_responses_is_the_runs_own_check() -> None:
+    """The pre-run check converts and refuses answers as ``run(responses=...)`` does;
+    pinned with a non-str response type (int) and a computer-use call."""
+    from agent_framework import Message
+    from agent_framework.exceptions import AgentInvalidResponseException
+
+    from tests import computer_call_workflow
+
+    counter = computer_call_workflow.build_counter()
+    [request] = (await counter.run("how many?")).get_request_info_events()
+    assert await af_internals.validate_responses(counter, {request.request_id: 3}) == {request.request_id: 3}
+    with pytest.raises((ValueError, TypeError)):
+        await af_internals.validate_responses(counter, {request.request_id: {"not": "an int"}})
     with pytest.raises(ValueError):
-        af_internals.coerce_response({"not": "a string"}, str, "r1")
+        await af_internals.validate_responses(counter, {"unknown": 3})
+
+    computer = computer_call_workflow.build()
+    [call] = (await computer.run([Message(role="user", contents=["use it"])])).get_request_info_events()
+    wrong_call = {"type": "computer_tool_result", "call_id": "another", "acknowledged_safety_checks": []}
+    with pytest.raises(AgentInvalidResponseException):
+        await af_internals.validate_responses(computer, {call.request_id: wrong_call})
 
 
 def test_checkpoint_dataclass_fields_are_the_ones_the_codec_checks() -> None:
