@@ -22,6 +22,8 @@ class FakeOpenAI:
     runner: web.AppRunner
     port: int
     requests: list[dict[str, Any]] = field(default_factory=list)
+    # The headers of each request, lower-cased names: what crossed the network boundary.
+    headers: list[dict[str, str]] = field(default_factory=list)
     # Streamed replies to a system prompt starting with this word pause after their
     # first chunk until ``release`` is set.
     hold_role: str | None = None
@@ -70,6 +72,7 @@ async def start_fake_openai() -> FakeOpenAI:
         assert server is not None
         body = await request.json()
         server.requests.append(body)
+        server.headers.append({k.lower(): v for k, v in request.headers.items()})
         model = body.get("model", "fake-model")
         text = reply_for(body)
         if not body.get("stream"):
@@ -99,6 +102,8 @@ async def start_fake_openai() -> FakeOpenAI:
         return response
 
     app.router.add_post("/v1/chat/completions", completions)
+    # Azure OpenAI's path for the same call (the deployment stands in for the model).
+    app.router.add_post("/openai/deployments/{deployment}/chat/completions", completions)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

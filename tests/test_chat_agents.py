@@ -6,6 +6,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -13,7 +14,7 @@ from devtools.fake_openai import FakeOpenAI, start_fake_openai
 from devtools.function_host import FunctionHost
 from devtools.op_counter import OperationCounter
 from resumable import composition
-from resumable.settings import ModelSettings, Settings
+from resumable.settings import Settings
 from workflows import chat_agents
 
 API_KEY = "sk-test-never-in-a-checkpoint"
@@ -30,7 +31,7 @@ async def model(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> AsyncIte
     composition.workflow_spec.cache_clear()
     chat_agents._clients.clear()
     yield server
-    chat_agents._clients.clear()
+    await chat_agents.close_clients()
     composition.workflow_spec.cache_clear()
     await server.close()
 
@@ -98,22 +99,65 @@ async def test_missing_model_settings_are_a_clear_500(host: FunctionHost, monkey
     assert (response.status, (await response.json())["error"]["code"]) == (500, "server_misconfigured")
 
 
-async def test_azure_openai_uses_entra_id_up_to_the_network_boundary() -> None:
-    settings = ModelSettings.from_env(
-        {"AZURE_OPENAI_ENDPOINT": "https://example.openai.azure.com", "AZURE_OPENAI_DEPLOYMENT": "gpt-4o-mini"}
-    )
-    assert settings.provider == "azure-openai"
-    client = chat_agents.chat_client(settings)
+class StaticTokenCredential:
+    """Stands in for DefaultAzureCredential: no identity endpoint is reachable here. It
+    hands out a fixed token and records being closed; everything past it is the real client."""
+
+    instances: ClassVar[list[StaticTokenCredential]] = []
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.scopes: list[tuple[str, ...]] = []
+        self.closed = False
+        StaticTokenCredential.instances.append(self)
+
+    async def get_token(self, *scopes: str, **kwargs):
+        from azure.core.credentials import AccessToken
+
+        self.scopes.append(scopes)
+        return AccessToken("entra-test-token", 4_102_444_800)
+
+    async def get_token_info(self, *scopes: str, options=None):
+        from azure.core.credentials import AccessTokenInfo
+
+        self.scopes.append(scopes)
+        return AccessTokenInfo("entra-test-token", 4_102_444_800)
+
+    async def close(self) -> None:
+        self.closed = True
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+
+async def test_azure_openai_sends_an_entra_id_bearer_token_and_no_key(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from azure.identity import aio as identity
+
+    server = await start_fake_openai()
+    StaticTokenCredential.instances.clear()
+    monkeypatch.setattr(identity, "DefaultAzureCredential", StaticTokenCredential)
+    monkeypatch.setenv("WORKFLOW", "chat-agents")
+    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", f"http://127.0.0.1:{server.port}")
+    monkeypatch.setenv("AZURE_OPENAI_DEPLOYMENT", "gpt-4o-mini")
+    monkeypatch.setenv("AZURE_OPENAI_API_VERSION", "2024-10-21")
+    composition.workflow_spec.cache_clear()
     try:
-        sdk = client.client
-        assert type(sdk).__name__ == "AsyncAzureOpenAI"
-        assert str(sdk.base_url).startswith("https://example.openai.azure.com/openai/deployments/gpt-4o-mini")
-        # Entra ID: a bearer-token provider, and no key at all.
-        assert callable(sdk._azure_ad_token_provider)
-        assert sdk.api_key == "<missing API key>"
-        assert client.model == "gpt-4o-mini"
+        await thread_turn(host, "hello over entra")
     finally:
-        chat_agents._clients.clear()
+        await chat_agents.close_clients()
+        composition.workflow_spec.cache_clear()
+        await server.close()
+    assert len(server.headers) == 2  # writer and reviewer
+    for headers in server.headers:
+        assert headers["authorization"] == "Bearer entra-test-token"
+        assert "api-key" not in headers
+    [credential] = StaticTokenCredential.instances
+    assert credential.scopes and all(s == ("https://cognitiveservices.azure.com/.default",) for s in credential.scopes)
+    assert credential.closed
 
 
 def test_importing_the_app_loads_no_model_or_telemetry_client() -> None:

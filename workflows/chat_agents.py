@@ -28,8 +28,20 @@ REVIEWER_INSTRUCTIONS = (
 )
 
 # One chat client per (event loop, settings): it holds an HTTP connection pool and,
-# for Azure, a credential with a token cache.
+# for Azure, a credential with a token cache (kept beside it, to be closed with it).
 _clients: dict[tuple[int, ModelSettings], Any] = {}
+_credentials: list[Any] = []
+
+
+async def close_clients() -> None:
+    """Close every cached chat client and credential (tests and scripts, before their loop ends)."""
+    clients, credentials = list(_clients.values()), list(_credentials)
+    _clients.clear()
+    _credentials.clear()
+    for client in clients:
+        await client.client.close()
+    for credential in credentials:
+        await credential.close()
 
 
 def chat_client(settings: ModelSettings) -> Any:
@@ -38,13 +50,15 @@ def chat_client(settings: ModelSettings) -> Any:
         from agent_framework.openai import OpenAIChatCompletionClient  # noqa: PLC0415 - only when selected
 
         if settings.provider == "azure-openai":
-            from azure.identity.aio import DefaultAzureCredential  # noqa: PLC0415
+            from azure.identity import aio as identity  # noqa: PLC0415
 
+            credential = identity.DefaultAzureCredential()
+            _credentials.append(credential)
             _clients[key] = OpenAIChatCompletionClient(
                 model=settings.model,
                 azure_endpoint=settings.endpoint,
                 api_version=settings.api_version,
-                credential=DefaultAzureCredential(),
+                credential=credential,
             )
         else:
             _clients[key] = OpenAIChatCompletionClient(
