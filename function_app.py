@@ -9,7 +9,8 @@ import gc
 import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response
 
-from resumable import http_api, maintenance, telemetry
+from functions_adapter import maintenance, telemetry
+from functions_adapter import routes as http_api
 
 telemetry.configure()
 app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)

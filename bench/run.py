@@ -36,11 +36,13 @@ from bench import synthetic  # noqa: E402
 from devtools.azurite import start_azurite  # noqa: E402
 from devtools.function_host import FunctionHost  # noqa: E402
 from devtools.op_counter import OperationCounter  # noqa: E402
-from resumable import af_internals, composition, http_responses, storage_client  # noqa: E402
-from resumable.atomic_resume import prepare_resume  # noqa: E402
-from resumable.run_request import parse_run_request  # noqa: E402
-from resumable.run_result import ResultCollector  # noqa: E402
-from resumable.settings import Settings  # noqa: E402
+from functions_adapter import responses as http_responses  # noqa: E402
+from functions_adapter import wiring as composition  # noqa: E402
+from functions_adapter.request_body import parse_run_request  # noqa: E402
+from functions_adapter.settings import Settings  # noqa: E402
+from resumable import af_internals, storage_client  # noqa: E402
+from resumable.results import ResultCollector  # noqa: E402
+from resumable.resume import prepare_resume  # noqa: E402
 
 KB = 1024
 
@@ -483,7 +485,7 @@ async def _fresh_checkpoint() -> Any:
 
 
 async def _conversation_sizes(build: Callable[[], Any], turns: int, text: str, codec: Any) -> list[int]:
-    from resumable.atomic_resume import TurnInput
+    from resumable.resume import TurnInput
 
     checkpoint, sizes = None, []
     for _ in range(turns):

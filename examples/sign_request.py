@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from resumable.webhook_signature import sign
+from functions_adapter.signatures import sign
 
 
 def signed_headers(

@@ -21,8 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from devtools.azurite import start_azurite
 from devtools.function_host import FunctionHost
-from resumable.settings import Settings
-from resumable.storage_client import close_all, container_client
+from functions_adapter.settings import Settings
+from functions_adapter.wiring import container_for
+from resumable.storage_client import close_all
 
 
 async def converse(host: FunctionHost) -> None:
@@ -95,7 +96,7 @@ async def converse(host: FunctionHost) -> None:
 
 async def _blob_names() -> set[str]:
     """Every blob in the checkpoint container (checkpoints, thread pointers, idempotency records)."""
-    container = container_client(Settings.from_env())
+    container = container_for(Settings.from_env())
     return {blob.name async for blob in container.list_blobs()}
 
 

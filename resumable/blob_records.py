@@ -14,7 +14,7 @@ from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob.aio import ContainerClient
 
-from .storage_errors import download_capped, error_code, storage_unavailable_on_failure, upload_new
+from .storage import download_capped, error_code, storage_unavailable_on_failure, upload_new
 
 # Records are written only by this app. Idempotency records hold a whole response body
 # (base64, so 4/3 of it), and a response is bounded by the request and checkpoint

@@ -32,7 +32,7 @@ from .checkpoint_codec import CheckpointCodec
 from .checkpoint_mac import CheckpointMac, MacMismatch
 from .errors import CheckpointConflict, CheckpointNotFound, CheckpointUnreadable
 from .ids import validate_id
-from .storage_errors import create_container_if_missing, download_capped, storage_unavailable_on_failure, upload_new
+from .storage import create_container_if_missing, download_capped, storage_unavailable_on_failure, upload_new
 
 logger = logging.getLogger(__name__)
 

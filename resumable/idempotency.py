@@ -21,7 +21,6 @@ caller's retry is judged afresh. Records expire after the TTL.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import hashlib
@@ -35,8 +34,8 @@ from typing import Any
 from azure.storage.blob.aio import ContainerClient
 
 from .blob_records import BlobRecords, Record, RecordConflict, RecordUnreadable
-from .cancel_safe import finish_even_if_cancelled
 from .errors import (
+    ClaimLost,
     IdempotencyKeyReused,
     IdempotencyRecordUnreadable,
     InvalidRequest,
@@ -61,16 +60,6 @@ CommitCheck = Callable[[str, str | None], Awaitable[bool]]
 # What a key names: the caller's Idempotency-Key, or a signed delivery's webhook-id.
 IDEMPOTENCY_KEY = "idempotency-key"
 WEBHOOK_ID = "webhook-id"
-
-
-class ClaimLost(ResumeError):
-    """This request's claim was taken over (it was thought dead); it must not commit."""
-
-    status = 409
-    code = "request_in_progress"
-
-    def headers(self) -> dict[str, str]:
-        return {"Retry-After": "1"}
 
 
 def validate_key(key: str) -> str:
@@ -278,61 +267,3 @@ class IdempotencyStore:
             await self._records.delete(claim.name, etag=claim.record.etag)
         except ResumeError:
             logger.warning("Could not release an Idempotency-Key; its claim will go stale")
-
-
-class HeldClaim:
-    """A claim held for one run: renewed while it runs, settled exactly once.
-
-    The run owner calls ``before_commit`` from the save step, then ``succeeded`` or
-    ``failed``. Settling runs to its end even if the caller is cancelled meanwhile
-    (a client that drops a stream must not leave its key locked).
-    """
-
-    def __init__(self, store: IdempotencyStore, claim: Claim) -> None:
-        self._store = store
-        self._claim = claim
-        self._lock = asyncio.Lock()  # renewals and the commit write never interleave
-        self._renewer: asyncio.Task[None] | None = None
-        self._settled = False
-
-    def start_renewing(self) -> None:
-        async def renew() -> None:
-            while True:
-                await asyncio.sleep(RENEW_SECONDS)
-                async with self._lock:
-                    try:
-                        await self._store.renew(self._claim)
-                    except ClaimLost:
-                        logger.error("An Idempotency-Key claim was taken over while its request ran")
-                        return
-                    except ResumeError:
-                        logger.warning("Could not renew an Idempotency-Key claim; will try again")
-
-        self._renewer = asyncio.get_running_loop().create_task(renew())
-
-    async def _stop_renewing(self) -> None:
-        if self._renewer is not None:
-            self._renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._renewer
-            self._renewer = None
-
-    async def before_commit(self, checkpoint_id: str, thread_id: str | None, body: bytes) -> None:
-        async with self._lock:
-            await self._store.committing(self._claim, checkpoint_id, thread_id, body)
-
-    async def succeeded(self, body: bytes) -> None:
-        await finish_even_if_cancelled(self._settle(body))
-
-    async def failed(self) -> None:
-        await finish_even_if_cancelled(self._settle(None))
-
-    async def _settle(self, body: bytes | None) -> None:
-        if self._settled:
-            return
-        self._settled = True
-        await self._stop_renewing()
-        if body is not None:
-            await self._store.complete(self._claim, 200, body)
-        else:
-            await self._store.abandon(self._claim)

@@ -10,11 +10,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient, LinearRetry
 
-from .settings import Settings, StorageTarget
+
+@dataclass(frozen=True, slots=True)
+class StorageTarget:
+    """Where checkpoints live: a connection string, or a service URI plus identity."""
+
+    connection_string: str | None = None
+    blob_service_uri: str | None = None
+    client_id: str | None = None
+
 
 _clients: dict[tuple[int, StorageTarget, float], BlobServiceClient] = {}
 
@@ -42,13 +51,13 @@ def _build_client(target: StorageTarget, timeout: float) -> BlobServiceClient:
     return BlobServiceClient(str(target.blob_service_uri), credential=credential, **options)
 
 
-def container_client(settings: Settings) -> ContainerClient:
-    """The process-wide container client for ``settings``."""
-    key = (id(asyncio.get_running_loop()), settings.storage, settings.storage_timeout_seconds)
+def container_client(target: StorageTarget, container: str, *, timeout: float = 10.0) -> ContainerClient:
+    """A client for ``container`` on the process-wide service client for ``target``."""
+    key = (id(asyncio.get_running_loop()), target, timeout)
     client = _clients.get(key)
     if client is None:
-        client = _clients[key] = _build_client(settings.storage, settings.storage_timeout_seconds)
-    return client.get_container_client(settings.container)
+        client = _clients[key] = _build_client(target, timeout)
+    return client.get_container_client(container)
 
 
 async def close_all() -> None:

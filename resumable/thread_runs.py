@@ -20,8 +20,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 from .errors import CheckpointNotFound, ThreadBusy, ThreadExpired
-from .run_request import RunRequest
-from .run_service import CommitHook, Event, RunService
+from .runs import CommitHook, Event, RunRequest, RunService
 from .threads import ThreadHead, ThreadHeld, ThreadLocks, expired
 
 # A turn loses a race only when another turn commits in between, so with K turns racing
@@ -112,12 +111,15 @@ class ThreadRunner:
         raise AssertionError("unreachable")
 
     async def open_stream(
-        self, request: RunRequest, *, before_commit: CommitHook | None = None
+        self, request: RunRequest, *, before_commit: CommitHook | None = None, cleanup: AsyncExitStack | None = None
     ) -> AsyncIterator[Event]:
-        """Hold this worker's turn on the thread for as long as the stream runs."""
-        hold = AsyncExitStack()
-        await hold.enter_async_context(self._hold(self._deadline(request)))
-        try:
+        """Hold this worker's turn on the thread for as long as the stream runs.
+
+        The hold is released by whoever closes ``cleanup`` (the run's owner); without one,
+        this worker's turn is held only while the stream is being opened.
+        """
+        async with AsyncExitStack() as local:
+            await local.enter_async_context(self._hold(self._deadline(request)))
             head, turn = await self._at_head(request)
             try:
                 events = await self.service.open_stream(turn, head=head, before_commit=before_commit)
@@ -126,15 +128,6 @@ class ThreadRunner:
                 if gone is None:
                     raise
                 raise gone from exc
-        except BaseException:
-            await hold.aclose()
-            raise
-        return self._released_after(events, hold)
-
-    @staticmethod
-    async def _released_after(events: AsyncIterator[Event], hold: AsyncExitStack) -> AsyncIterator[Event]:
-        try:
-            async for event in events:
-                yield event
-        finally:
-            await hold.aclose()
+            if cleanup is not None:
+                cleanup.push_async_exit(local.pop_all())
+            return events

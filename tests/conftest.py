@@ -16,7 +16,8 @@ import workflows
 from devtools.azurite import Azurite, start_azurite
 from devtools.function_host import FunctionHost
 from devtools.op_counter import OperationCounter
-from resumable import composition, storage_client
+from functions_adapter import wiring as composition
+from resumable import storage_client
 from tests import recording_workflow
 
 _EXPORTER = InMemorySpanExporter()

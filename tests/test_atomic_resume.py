@@ -6,7 +6,6 @@ import pytest
 from agent_framework import InMemoryCheckpointStorage, Message, WorkflowCheckpoint
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from resumable.atomic_resume import TurnInput, prepare_resume
 from resumable.errors import (
     CheckpointHasInFlightWork,
     CheckpointIncompatible,
@@ -14,6 +13,7 @@ from resumable.errors import (
     PendingRequestsOutstanding,
     WorkflowFailed,
 )
+from resumable.resume import TurnInput, prepare_resume
 from tests import recording_workflow
 from workflows import default_conversation
 

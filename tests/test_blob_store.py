@@ -9,17 +9,17 @@ from agent_framework import CheckpointStorage, InMemoryCheckpointStorage, Messag
 from agent_framework.exceptions import WorkflowCheckpointException
 
 from devtools.op_counter import OperationCounter
+from functions_adapter.settings import Settings
+from functions_adapter.wiring import container_for
 from resumable.blob_store import BlobCheckpointStorage
 from resumable.checkpoint_codec import CheckpointCodec
 from resumable.errors import CheckpointConflict, CheckpointUnreadable, InvalidRequest
-from resumable.settings import Settings
-from resumable.storage_client import container_client
 from tests import recording_workflow
 
 
 @pytest.fixture
 async def store(storage_env: str, ops: OperationCounter) -> BlobCheckpointStorage:
-    return BlobCheckpointStorage(container_client(Settings.from_env()), CheckpointCodec())
+    return BlobCheckpointStorage(container_for(Settings.from_env()), CheckpointCodec())
 
 
 async def make_checkpoint(name: str = recording_workflow.NAME) -> WorkflowCheckpoint:

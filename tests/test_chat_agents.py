@@ -13,8 +13,8 @@ import pytest
 from devtools.fake_openai import FakeOpenAI, start_fake_openai
 from devtools.function_host import FunctionHost
 from devtools.op_counter import OperationCounter
-from resumable import composition
-from resumable.settings import Settings
+from functions_adapter import wiring as composition
+from functions_adapter.settings import Settings
 from workflows import chat_agents
 
 API_KEY = "sk-test-never-in-a-checkpoint"

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from devtools.function_host import FunctionHost
+from functions_adapter.settings import Settings, SettingsError
 from resumable.checkpoint_mac import METADATA_KEY, CheckpointMac, MacConfigError, MacMismatch, parse_mac_keys
-from resumable.settings import Settings, SettingsError
 from tests.pickle_gadgets import GADGETS
 from tests.tamper import attacker_container, envelope, first_turn, plant, with_state_value
 

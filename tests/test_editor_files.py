@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 VSCODE = ROOT / ".vscode"
 # What the app needs at run time: everything else in the repository stays out of the package.
-DEPLOYED = {"function_app.py", "host.json", "requirements.txt", "resumable", "workflows"}
+DEPLOYED = {"function_app.py", "functions_adapter", "host.json", "requirements.txt", "resumable", "workflows"}
 
 
 def _load(name: str) -> Any:

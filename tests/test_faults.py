@@ -11,10 +11,11 @@ import pytest
 from devtools.azurite import Azurite, free_port, start_azurite
 from devtools.function_host import FunctionHost
 from devtools.slow_proxy import start_slow_proxy
-from resumable import composition, storage_client
+from functions_adapter import wiring as composition
+from functions_adapter.settings import Settings
+from resumable import storage_client
 from resumable.blob_store import BlobCheckpointStorage
 from resumable.errors import StorageUnavailable
-from resumable.settings import Settings
 from tests import recording_workflow
 
 

@@ -16,8 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from devtools.function_host import FunctionHost
-from resumable import composition, webhook_signature
-from resumable.settings import Settings
+from functions_adapter import signatures as webhook_signature
+from functions_adapter import wiring as composition
+from functions_adapter.settings import Settings
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "2000"))
 OUTCOMES: Counter[int] = Counter()

@@ -9,10 +9,10 @@ import pytest
 
 from devtools.function_host import FunctionHost, HostResponse
 from devtools.op_counter import OperationCounter
+from functions_adapter.settings import Settings
+from functions_adapter.wiring import container_for
 from resumable.blob_store import BlobCheckpointStorage
 from resumable.checkpoint_codec import CheckpointCodec
-from resumable.settings import Settings
-from resumable.storage_client import container_client
 from tests import recording_workflow
 
 BODY_KEYS = {"checkpoint_id", "previous_checkpoint_id", "status", "messages", "outputs", "pending_requests"}
@@ -43,7 +43,7 @@ async def turn(host: FunctionHost, text: str, checkpoint_id: str | None = None, 
 
 
 def store() -> BlobCheckpointStorage:
-    return BlobCheckpointStorage(container_client(Settings.from_env()), CheckpointCodec())
+    return BlobCheckpointStorage(container_for(Settings.from_env()), CheckpointCodec())
 
 
 # -- the conversation ------------------------------------------------------------

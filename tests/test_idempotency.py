@@ -9,8 +9,8 @@ import pytest
 
 from devtools.function_host import FunctionHost
 from devtools.op_counter import OperationCounter
-from resumable import composition
-from resumable.settings import Settings
+from functions_adapter import wiring as composition
+from functions_adapter.settings import Settings
 from tests import recording_workflow
 
 URL = "/api/runs"

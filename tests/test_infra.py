@@ -13,9 +13,7 @@ from typing import Any
 import pytest
 from pycep import BicepParser
 
-from resumable.blob_store import BLOB_PREFIX
-from resumable.idempotency import PREFIX as IDEMPOTENCY_PREFIX
-from resumable.settings import (
+from functions_adapter.settings import (
     CODE_SETTINGS,
     MODEL_SETTINGS,
     PLATFORM_SETTINGS,
@@ -23,6 +21,8 @@ from resumable.settings import (
     TELEMETRY_SETTINGS,
     TUNING_SETTINGS,
 )
+from resumable.blob_store import BLOB_PREFIX
+from resumable.idempotency import PREFIX as IDEMPOTENCY_PREFIX
 from resumable.threads import PREFIX as THREADS_PREFIX
 
 ROOT = Path(__file__).resolve().parent.parent

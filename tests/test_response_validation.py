@@ -13,7 +13,7 @@ import pytest
 
 import workflows
 from devtools.function_host import FunctionHost
-from resumable import composition
+from functions_adapter import wiring as composition
 from tests import computer_call_workflow
 
 

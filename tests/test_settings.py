@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from resumable.settings import Settings, SettingsError, StorageTarget
+from functions_adapter.settings import Settings, SettingsError, StorageTarget
 
 
 def test_checkpoint_storage_wins_over_webjobs_storage() -> None:
@@ -50,12 +50,13 @@ def test_bad_settings_raise_a_clear_error(env: dict[str, str]) -> None:
 
 
 async def test_identity_client_is_built_without_touching_the_network() -> None:
+    from functions_adapter import wiring
     from resumable import storage_client
 
     settings = Settings.from_env(
         {"CHECKPOINT_STORAGE__blobServiceUri": "https://acct.blob.core.windows.net", "CHECKPOINT_CONTAINER": "c"}
     )
-    container = storage_client.container_client(settings)
+    container = wiring.container_for(settings)
     assert container.url == "https://acct.blob.core.windows.net/c"
     assert container.credential.__class__.__name__ == "DefaultAzureCredential"
     await storage_client.close_all()

@@ -16,7 +16,8 @@ import pytest
 
 import workflows
 from devtools.function_host import FunctionHost
-from resumable import composition, webhook_signature
+from functions_adapter import signatures as webhook_signature
+from functions_adapter import wiring as composition
 from tests import recording_workflow
 
 

@@ -12,8 +12,9 @@ import logging
 import pytest
 
 from devtools.function_host import FunctionHost
-from resumable import composition, maintenance
-from resumable.settings import Settings
+from functions_adapter import maintenance
+from functions_adapter import wiring as composition
+from functions_adapter.settings import Settings
 
 THREAD = "conv"
 

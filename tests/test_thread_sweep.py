@@ -7,9 +7,9 @@ import asyncio
 import pytest
 
 from devtools.function_host import FunctionHost
-from resumable import composition
+from functions_adapter import wiring as composition
+from functions_adapter.settings import Settings
 from resumable.errors import CheckpointNotFound, ThreadBusy
-from resumable.settings import Settings
 from resumable.threads import sweep_orphans
 
 THREADS = 40

@@ -10,11 +10,11 @@ import pytest
 from agent_framework import Message
 
 from devtools.function_host import FunctionHost
-from resumable import composition
-from resumable.atomic_resume import TurnInput
+from functions_adapter import wiring as composition
+from functions_adapter.settings import Settings
 from resumable.errors import ThreadBusy
-from resumable.run_request import RunRequest
-from resumable.settings import Settings
+from resumable.resume import TurnInput
+from resumable.runs import RunRequest
 from resumable.thread_runs import ThreadRunner
 from resumable.threads import ThreadLocks, sweep_orphans
 
@@ -226,7 +226,7 @@ async def test_a_client_that_disconnects_mid_stream_commits_nothing_and_frees_th
 
 
 async def test_the_daily_timer_sweeps_orphans(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> None:
-    from resumable import maintenance
+    from functions_adapter import maintenance
 
     sweep = host.triggers["sweep_orphan_checkpoints"]
     assert sweep.binding["type"] == "timerTrigger"

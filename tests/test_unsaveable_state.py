@@ -16,7 +16,7 @@ from azure.storage.blob.aio import ContainerClient
 
 import workflows
 from devtools.function_host import FunctionHost
-from resumable import composition
+from functions_adapter import wiring as composition
 
 
 @pytest.fixture

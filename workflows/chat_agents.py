@@ -13,9 +13,8 @@ from typing import Any
 
 from agent_framework import Agent, AgentExecutor, Workflow, WorkflowBuilder
 
-from resumable.settings import ModelSettings
-
 from . import WorkflowSpec
+from .model_settings import ModelSettings
 
 WORKFLOW_NAME = "chat-agents"
 WRITER_INSTRUCTIONS = (

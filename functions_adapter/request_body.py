@@ -7,15 +7,16 @@ clear error than from a run that silently ignored half its input.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from agent_framework import Message
 
-from . import strict_json
-from .atomic_resume import TurnInput
-from .errors import InvalidRequest
-from .ids import validate_id
+from resumable import strict_json
+from resumable.errors import InvalidRequest
+from resumable.ids import validate_id
+from resumable.resume import TurnInput
+from resumable.runs import RunRequest
+
 from .settings import InputLimits
 
 _ROLES = ("user", "system")
@@ -23,14 +24,6 @@ _MULTITASK = ("reject", "enqueue")
 _RUN_FIELDS = frozenset({"checkpoint_id", "messages", "responses", "stream"})
 # A thread run resumes from the thread's head, so it names no checkpoint.
 _THREAD_FIELDS = frozenset({"messages", "responses", "stream", "multitask"})
-
-
-@dataclass(frozen=True, slots=True)
-class RunRequest:
-    checkpoint_id: str | None
-    turn: TurnInput
-    stream: bool
-    multitask: str = "reject"
 
 
 def wants_event_stream(accept: str | None) -> bool:

@@ -10,15 +10,18 @@ import logging
 from functools import lru_cache
 from typing import Any
 
-from .blob_store import BlobCheckpointStorage
-from .checkpoint_codec import CheckpointCodec
-from .checkpoint_mac import CheckpointMac
-from .errors import ServerMisconfigured
-from .pickle_guard import UnsafeAllowlist
-from .run_service import RunService
+from azure.storage.blob.aio import ContainerClient
+
+from resumable.blob_store import BlobCheckpointStorage
+from resumable.checkpoint_codec import CheckpointCodec
+from resumable.checkpoint_mac import CheckpointMac
+from resumable.errors import ServerMisconfigured
+from resumable.pickle_guard import UnsafeAllowlist
+from resumable.runs import RunService
+from resumable.storage_client import container_client
+from resumable.threads import ThreadPointers
+
 from .settings import Settings, SettingsError
-from .storage_client import container_client
-from .threads import ThreadPointers
 
 logger = logging.getLogger(__name__)
 MISCONFIGURED = "The function app is not configured correctly; see its logs."
@@ -44,6 +47,11 @@ def workflow_spec(name: str) -> Any:
         raise SettingsError(str(exc)) from exc
 
 
+def container_for(settings: Settings) -> ContainerClient:
+    """The checkpoint container these settings name, on the process-wide client."""
+    return container_client(settings.storage, settings.container, timeout=settings.storage_timeout_seconds)
+
+
 def build_service(settings: Settings) -> RunService:
     spec = workflow_spec(settings.workflow)
     try:
@@ -53,6 +61,6 @@ def build_service(settings: Settings) -> RunService:
         )
     except UnsafeAllowlist as exc:  # CHECKPOINT_ALLOWED_TYPES or checkpoint_types names a non-data class
         raise SettingsError(f"checkpoint allowlist: {exc}") from exc
-    container = container_client(settings)
+    container = container_for(settings)
     store = BlobCheckpointStorage(container, codec, CheckpointMac(settings.checkpoint_mac_keys))
     return RunService(store, spec, ThreadPointers(container))

@@ -9,24 +9,27 @@ webhook signature → body shape → idempotency record → checkpoint → run.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from fastapi import Request, Response
 
-from . import __version__, webhook_signature
-from .af_internals import AGENT_FRAMEWORK_VERSION
-from .composition import build_service, load_settings
-from .errors import InvalidRequest, PayloadTooLarge, ThreadNotFound, UnsupportedMediaType
-from .http_lifecycle import traced
-from .http_responses import JSON_MEDIA_TYPE, event_stream, json_response, render_json, replay
-from .idempotency import IDEMPOTENCY_KEY, WEBHOOK_ID, HeldClaim, IdempotencyStore, StoredResponse, fingerprint
-from .ids import is_ascii_digits, validate_id
-from .run_request import RunRequest, parse_run_request
-from .run_service import Event, Runner
+from resumable import __version__
+from resumable.af_internals import AGENT_FRAMEWORK_VERSION
+from resumable.errors import InvalidRequest, PayloadTooLarge, ThreadNotFound, UnsupportedMediaType
+from resumable.held_claim import HeldClaim
+from resumable.idempotency import IDEMPOTENCY_KEY, WEBHOOK_ID, IdempotencyStore, StoredResponse, fingerprint
+from resumable.ids import is_ascii_digits, validate_id
+from resumable.run_owner import RunOwner
+from resumable.runs import Runner, RunRequest
+from resumable.thread_runs import ThreadRunner
+from resumable.threads import live_head
+
+from . import signatures as webhook_signature
+from .request_body import parse_run_request
+from .request_trace import traced
+from .responses import JSON_MEDIA_TYPE, event_stream, json_response, replay
 from .settings import Settings
-from .thread_runs import ThreadRunner
-from .threads import live_head
+from .wiring import build_service, load_settings
 
 
 def require_json(content_type: str | None) -> None:
@@ -124,41 +127,11 @@ def _dedupe_key(request: Request, settings: Settings) -> DedupeKey | None:
 
 
 async def _execute(runner: Runner, request: RunRequest, claim: HeldClaim | None, keepalive: float) -> Response:
-    """Run once; with a claim, store a success and release the key on any error.
-
-    Errors are not stored, so a rejected request leaves nothing behind and a retry is
-    judged afresh (the checkpoint may exist by then, the storage may be back). The
-    claim is settled even if this request is cancelled (``HeldClaim``).
-    """
-    hook = claim.before_commit if claim is not None else None
-    if claim is not None:
-        claim.start_renewing()
-    try:
-        if not request.stream:
-            body = await runner.run_to_json(request, before_commit=hook)
-            if claim is not None:
-                await claim.succeeded(body)
-            return Response(body, media_type=JSON_MEDIA_TYPE)
-        events = await runner.open_stream(request, before_commit=hook)
-    except BaseException:
-        if claim is not None:
-            await claim.failed()
-        raise
-    return event_stream(events if claim is None else _recorded(events, claim), keepalive_seconds=keepalive)
-
-
-async def _recorded(events: AsyncIterator[Event], claim: HeldClaim) -> AsyncIterator[Event]:
-    """Pass events through; store the ``done`` payload, release the key on anything else."""
-    stored = False
-    try:
-        async for name, data in events:
-            if name == "done":
-                await claim.succeeded(render_json(data))
-                stored = True
-            yield name, data
-    finally:
-        if not stored:
-            await claim.failed()
+    """Hand the call to its owner; only the response's shape is decided here."""
+    owner = RunOwner(runner, request, claim=claim)
+    if request.stream:
+        return event_stream(await owner.stream(keepalive_seconds=keepalive))
+    return Response(await owner.result(), media_type=JSON_MEDIA_TYPE)
 
 
 # -- GET routes ---------------------------------------------------------------------------

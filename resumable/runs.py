@@ -8,23 +8,35 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import aclosing
+from contextlib import AsyncExitStack, aclosing
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agent_framework import Workflow, WorkflowCheckpoint, WorkflowEvent
 
 from . import strict_json
-from .atomic_resume import ResumedRun, prepare_resume
 from .blob_store import BlobCheckpointStorage, CheckpointInfo
 from .errors import CheckpointNotFound, ResumeError, ThreadBusy, WorkflowFailed
-from .run_request import RunRequest
-from .run_result import ResultCollector
+from .results import ResultCollector
+from .resume import ResumedRun, TurnInput, prepare_resume
 from .threads import ThreadHead, ThreadPointers
 from .tracing import RequestScope, within
 
 logger = logging.getLogger(__name__)
 
-# (event name, data) pairs; ``sse.sse_event`` frames them.
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """One call: resume from ``checkpoint_id`` (or start), apply ``turn``; ``multitask``
+    says what a thread turn does when another turn is running (``reject`` or ``enqueue``)."""
+
+    checkpoint_id: str | None
+    turn: TurnInput
+    stream: bool
+    multitask: str = "reject"
+
+
+# (event name, data) pairs; an adapter frames them (SSE) or collects them.
 Event = tuple[str, dict[str, Any]]
 # Called with (checkpoint ID, thread ID, exact response bytes) after the response is
 # rendered and before the checkpoint is saved: the last moment to refuse the commit.
@@ -45,8 +57,10 @@ class Runner(Protocol):
     async def run_to_json(self, request: RunRequest, *, before_commit: CommitHook | None = None) -> bytes: ...
 
     async def open_stream(
-        self, request: RunRequest, *, before_commit: CommitHook | None = None
-    ) -> AsyncIterator[Event]: ...
+        self, request: RunRequest, *, before_commit: CommitHook | None = None, cleanup: AsyncExitStack | None = None
+    ) -> AsyncIterator[Event]:
+        """Start the run; what it holds until the stream ends is registered on ``cleanup``."""
+        ...
 
 
 class RunService:
@@ -133,7 +147,12 @@ class RunService:
         return (await self._save(run, collector, head, before_commit))[1]
 
     async def open_stream(
-        self, request: RunRequest, *, head: ThreadHead | None = None, before_commit: CommitHook | None = None
+        self,
+        request: RunRequest,
+        *,
+        head: ThreadHead | None = None,
+        before_commit: CommitHook | None = None,
+        cleanup: AsyncExitStack | None = None,
     ) -> AsyncIterator[Event]:
         """Validate, hydrate and start the run, then return its events.
 

@@ -14,11 +14,12 @@ from fastapi.responses import StreamingResponse
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
-from . import tracing
-from .composition import MISCONFIGURED
-from .errors import ResumeError, ServerMisconfigured
-from .http_responses import error_response
+from resumable import tracing
+from resumable.errors import ResumeError, ServerMisconfigured
+
+from .responses import error_response
 from .settings import SettingsError
+from .wiring import MISCONFIGURED
 
 logger = logging.getLogger(__name__)
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 
-from .composition import build_service, load_settings
-from .threads import sweep_orphans
+from resumable.threads import sweep_orphans
+
+from .wiring import build_service, load_settings
 
 logger = logging.getLogger(__name__)
 

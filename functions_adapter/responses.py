@@ -9,12 +9,14 @@ from typing import Any
 from fastapi import Response
 from fastapi.responses import StreamingResponse
 
-from . import strict_json
-from .errors import ResumeError
-from .event_pump import EventPump, IdleTick
-from .idempotency import StoredResponse
-from .run_service import Event
+from resumable import strict_json
+from resumable.errors import ResumeError
+from resumable.event_pump import IdleTick
+from resumable.idempotency import StoredResponse
+from resumable.runs import Event
+
 from .sse import KEEPALIVE, MEDIA_TYPE, sse_event
+from .status_map import headers_of, status_of
 
 JSON_MEDIA_TYPE = "application/json"
 _STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -30,20 +32,19 @@ def json_response(body: dict[str, Any], status: int = 200, headers: dict[str, st
 
 
 def error_response(error: ResumeError) -> Response:
-    return json_response(error.to_body(), error.status, error.headers())
+    return json_response(error.to_body(), status_of(error), headers_of(error))
 
 
-def event_stream(events: AsyncIterator[Event], *, keepalive_seconds: float = 15.0) -> StreamingResponse:
+def event_stream(events: AsyncIterator[Event | IdleTick]) -> StreamingResponse:
     """Server-sent events, flushed as they come (no proxy buffering).
 
-    Each event has an ``id:`` (1, 2, ...) so later work can resume a stream, and a
-    comment line goes out whenever the run is silent for ``keepalive_seconds``.
+    Each event has an ``id:`` (1, 2, ...) so later work can resume a stream; each
+    ``IdleTick`` (the run was silent for a while) becomes a keep-alive comment line.
     """
-    pump = EventPump(events, keepalive_seconds=keepalive_seconds)
 
     async def frames() -> AsyncIterator[bytes]:
         sequence = 0
-        async for item in pump.read():
+        async for item in events:
             if isinstance(item, IdleTick):
                 yield KEEPALIVE
                 continue

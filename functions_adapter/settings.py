@@ -10,9 +10,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .checkpoint_codec import DEFAULT_MAX_CHECKPOINT_BYTES
-from .checkpoint_mac import MacConfigError, MacKey, parse_mac_keys
-from .webhook_signature import secret_bytes
+from resumable.checkpoint_codec import DEFAULT_MAX_CHECKPOINT_BYTES
+from resumable.checkpoint_mac import MacConfigError, MacKey, parse_mac_keys
+from resumable.errors import ConfigurationError
+from resumable.storage_client import StorageTarget
+
+from .signatures import secret_bytes
 
 # The two places checkpoint storage can be configured, in order of precedence. Each
 # is either a connection string (PREFIX) or a service URI for managed identity
@@ -66,17 +69,9 @@ PLATFORM_SETTINGS = (
 DEFAULT_MAX_REQUEST_BYTES = 1024 * 1024
 
 
-class SettingsError(ValueError):
-    """A setting is missing or malformed: a deployment problem, reported at first use."""
-
-
-@dataclass(frozen=True, slots=True)
-class StorageTarget:
-    """Where checkpoints live: a connection string, or a service URI plus identity."""
-
-    connection_string: str | None = None
-    blob_service_uri: str | None = None
-    client_id: str | None = None
+# A setting is missing or malformed: the library's ConfigurationError, which workflow
+# factories raise too (they read their own settings and never import this adapter).
+SettingsError = ConfigurationError
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,41 +150,6 @@ class TelemetrySettings:
         return cls(
             connection_string=env.get("APPLICATIONINSIGHTS_CONNECTION_STRING", "").strip() or None,
             aad_client_id=auth.get("ClientId", "") if aad else None,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class ModelSettings:
-    """Which chat model the agent workflow calls, and how it authenticates."""
-
-    provider: str  # "azure-openai" or "openai-compatible"
-    model: str
-    endpoint: str
-    api_key: str | None = None
-    api_version: str | None = None
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> ModelSettings:
-        env = os.environ if env is None else env
-        azure_endpoint = env.get("AZURE_OPENAI_ENDPOINT", "").strip()
-        if azure_endpoint:
-            deployment = env.get("AZURE_OPENAI_DEPLOYMENT", "").strip()
-            if not deployment:
-                raise SettingsError("AZURE_OPENAI_DEPLOYMENT is required with AZURE_OPENAI_ENDPOINT.")
-            return cls(
-                provider="azure-openai",
-                model=deployment,
-                endpoint=azure_endpoint,
-                api_version=env.get("AZURE_OPENAI_API_VERSION", "").strip() or None,
-            )
-        base_url = env.get("OPENAI_BASE_URL", "").strip()
-        api_key = env.get("OPENAI_API_KEY", "").strip()
-        model = env.get("OPENAI_MODEL", "").strip()
-        if base_url and api_key and model:
-            return cls(provider="openai-compatible", model=model, endpoint=base_url, api_key=api_key)
-        raise SettingsError(
-            "WORKFLOW=chat-agents needs a model: set AZURE_OPENAI_ENDPOINT and AZURE_OPENAI_DEPLOYMENT "
-            "(Entra ID), or OPENAI_BASE_URL, OPENAI_API_KEY and OPENAI_MODEL."
         )
 
 

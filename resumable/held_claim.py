@@ -1,0 +1,76 @@
+"""An Idempotency-Key claim held for one run: renewed while the run lives, settled once.
+
+Settling (storing the response, or releasing the key) runs in a task of its own, so a
+caller cancelled meanwhile (a dropped stream) cannot leave the key locked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from . import idempotency
+from .cancel_safe import finish_even_if_cancelled
+from .errors import ClaimLost, ResumeError
+from .idempotency import Claim, IdempotencyStore
+
+logger = logging.getLogger(__name__)
+
+
+class HeldClaim:
+    """A claim held for one run: renewed while it runs, settled exactly once.
+
+    The run owner calls ``before_commit`` from the save step, then ``succeeded`` or
+    ``failed``. Settling runs to its end even if the caller is cancelled meanwhile
+    (a client that drops a stream must not leave its key locked).
+    """
+
+    def __init__(self, store: IdempotencyStore, claim: Claim) -> None:
+        self._store = store
+        self._claim = claim
+        self._lock = asyncio.Lock()  # renewals and the commit write never interleave
+        self._renewer: asyncio.Task[None] | None = None
+        self._settled = False
+
+    def start_renewing(self) -> None:
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(idempotency.RENEW_SECONDS)
+                async with self._lock:
+                    try:
+                        await self._store.renew(self._claim)
+                    except ClaimLost:
+                        logger.error("An Idempotency-Key claim was taken over while its request ran")
+                        return
+                    except ResumeError:
+                        logger.warning("Could not renew an Idempotency-Key claim; will try again")
+
+        self._renewer = asyncio.get_running_loop().create_task(renew())
+
+    async def _stop_renewing(self) -> None:
+        if self._renewer is not None:
+            self._renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewer
+            self._renewer = None
+
+    async def before_commit(self, checkpoint_id: str, thread_id: str | None, body: bytes) -> None:
+        async with self._lock:
+            await self._store.committing(self._claim, checkpoint_id, thread_id, body)
+
+    async def succeeded(self, body: bytes) -> None:
+        await finish_even_if_cancelled(self._settle(body))
+
+    async def failed(self) -> None:
+        await finish_even_if_cancelled(self._settle(None))
+
+    async def _settle(self, body: bytes | None) -> None:
+        if self._settled:
+            return
+        self._settled = True
+        await self._stop_renewing()
+        if body is not None:
+            await self._store.complete(self._claim, 200, body)
+        else:
+            await self._store.abandon(self._claim)
