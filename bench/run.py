@@ -42,7 +42,7 @@ from functions_adapter.request_body import parse_run_request  # noqa: E402
 from functions_adapter.settings import Settings  # noqa: E402
 from resumable import af_internals, storage_client  # noqa: E402
 from resumable.results import ResultCollector  # noqa: E402
-from resumable.resume import prepare_resume  # noqa: E402
+from resumable.resume import prepare_run  # noqa: E402
 
 KB = 1024
 
@@ -261,7 +261,7 @@ class Bench:
         mark("load")
         checkpoint = store.codec.decode(data, expected_id=base)
         mark("decode")
-        run = await prepare_resume(synthetic.build_workflow(), checkpoint, request.turn)
+        run = await prepare_run(synthetic.build_workflow(), checkpoint, request.turn)
         mark("restore")
         collector = ResultCollector()
         async for event in run.events():
@@ -489,7 +489,7 @@ async def _conversation_sizes(build: Callable[[], Any], turns: int, text: str, c
 
     checkpoint, sizes = None, []
     for _ in range(turns):
-        run = await prepare_resume(build(), checkpoint, TurnInput(messages=user(text)))
+        run = await prepare_run(build(), checkpoint, TurnInput(messages=user(text)))
         [e async for e in run.events()]
         checkpoint = codec.decode(codec.encode(await run.final_checkpoint()))
         sizes.append(len(codec.encode(checkpoint)))

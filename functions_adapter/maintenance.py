@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from resumable.threads import sweep_orphans
+from resumable.thread_sweep import sweep_orphans
 
 from .wiring import build_service, load_settings
 

@@ -17,7 +17,7 @@ from resumable import __version__
 from resumable.af_internals import AGENT_FRAMEWORK_VERSION
 from resumable.errors import InvalidRequest, PayloadTooLarge, ThreadNotFound, UnsupportedMediaType
 from resumable.held_claim import HeldClaim
-from resumable.idempotency import IDEMPOTENCY_KEY, WEBHOOK_ID, IdempotencyStore, StoredResponse, fingerprint
+from resumable.idempotency import IDEMPOTENCY_KEY, WEBHOOK_ID, StoredResponse, fingerprint
 from resumable.ids import is_ascii_digits, validate_id
 from resumable.run_owner import RunOwner
 from resumable.runs import Runner, RunRequest
@@ -29,7 +29,7 @@ from .request_body import parse_run_request
 from .request_trace import traced
 from .responses import JSON_MEDIA_TYPE, event_stream, json_response, replay
 from .settings import Settings
-from .wiring import build_service, load_settings
+from .wiring import build_service, idempotency_store, load_settings
 
 
 def require_json(content_type: str | None) -> None:
@@ -97,7 +97,7 @@ async def _post_run(request: Request, *, thread_id: str | None) -> Response:
     dedupe = _dedupe_key(request, settings)
     if dedupe is None:
         return await _execute(runner, run_request, None, settings.sse_keepalive_seconds)
-    store = IdempotencyStore(service.store.container, ttl_seconds=dedupe.ttl_seconds, committed=service.is_committed)
+    store = idempotency_store(settings, service, ttl_seconds=dedupe.ttl_seconds)
     begun = await store.begin(dedupe.key, fingerprint(request.method, request.url.path, body), kind=dedupe.kind)
     if isinstance(begun, StoredResponse):
         return replay(begun, stream=run_request.stream)

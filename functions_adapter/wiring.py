@@ -16,6 +16,7 @@ from resumable.blob_store import BlobCheckpointStorage
 from resumable.checkpoint_codec import CheckpointCodec
 from resumable.checkpoint_mac import CheckpointMac
 from resumable.errors import ServerMisconfigured
+from resumable.idempotency import IdempotencyStore
 from resumable.pickle_guard import UnsafeAllowlist
 from resumable.runs import RunService
 from resumable.storage_client import container_client
@@ -64,3 +65,8 @@ def build_service(settings: Settings) -> RunService:
     container = container_for(settings)
     store = BlobCheckpointStorage(container, codec, CheckpointMac(settings.checkpoint_mac_keys))
     return RunService(store, spec, ThreadPointers(container))
+
+
+def idempotency_store(settings: Settings, service: RunService, *, ttl_seconds: int) -> IdempotencyStore:
+    """Records beside the checkpoints; a claim's commit is checked against this service."""
+    return IdempotencyStore(container_for(settings), ttl_seconds=ttl_seconds, committed=service.is_committed)

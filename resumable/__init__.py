@@ -1,8 +1,47 @@
-"""Atomic resume of Agent Framework workflows from checkpoints in Azure Blob Storage.
+"""Resume Agent Framework workflows from checkpoints in Azure Blob Storage, in one run.
 
-The request flow, one module per step:
-HTTP (``function_app``) → parse (``run_request``) → load (``blob_store``)
-→ resume (``atomic_resume``) → save (``blob_store``) → respond (``run_result``, ``sse``).
+The library layer: it knows Agent Framework and Blob Storage, and nothing of HTTP or
+Azure Functions (``functions_adapter`` is the Functions host). Any async Python host
+can use it: a FastAPI app, a queue worker, a script.
+
+* ``prepare_run(workflow, checkpoint, TurnInput(...))``: validate and hydrate, run
+  nothing; the ``PreparedRun``'s ``events()`` run it once, ``final_checkpoint()`` is
+  what to save. The upstream v2 ``Workflow.run(checkpoint=...)`` (agent-framework
+  #8522) would replace the hydrate step inside ``resume``/``af_internals`` only.
+* ``BlobCheckpointStorage`` (+ ``CheckpointCodec``): create-only checkpoint blobs with a
+  guarded decoder; also the framework's ``CheckpointStorage`` protocol.
+* ``RunService`` / ``ThreadRunner``: load → prepare → run → save (→ advance a thread).
+* ``ThreadPointers``: threads as pointer blobs moved by compare-and-swap.
+* ``IdempotencyStore`` + ``HeldClaim``: one run per key, replayed to every retry.
+* ``RunOwner``: one call's whole lifetime, cleanup included, for any entry point.
 """
 
 __version__ = "0.1.0"
+
+from .blob_store import BlobCheckpointStorage
+from .checkpoint_codec import CheckpointCodec
+from .errors import ResumeError
+from .held_claim import HeldClaim
+from .idempotency import IdempotencyStore
+from .resume import PreparedRun, TurnInput, prepare_run
+from .run_owner import RunOwner
+from .runs import RunRequest, RunService
+from .thread_runs import ThreadRunner
+from .threads import ThreadPointers
+
+__all__ = [
+    "BlobCheckpointStorage",
+    "CheckpointCodec",
+    "HeldClaim",
+    "IdempotencyStore",
+    "PreparedRun",
+    "ResumeError",
+    "RunOwner",
+    "RunRequest",
+    "RunService",
+    "ThreadPointers",
+    "ThreadRunner",
+    "TurnInput",
+    "__version__",
+    "prepare_run",
+]

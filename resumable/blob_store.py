@@ -17,8 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import quote, unquote
 
@@ -29,6 +27,7 @@ from azure.storage.blob.aio import ContainerClient
 
 from . import tracing
 from .checkpoint_codec import CheckpointCodec
+from .checkpoint_info import CheckpointInfo, checkpoint_status
 from .checkpoint_mac import CheckpointMac, MacMismatch
 from .errors import CheckpointConflict, CheckpointNotFound, CheckpointUnreadable
 from .ids import validate_id
@@ -46,48 +45,6 @@ _T = TypeVar("_T")
 
 class BlobCheckpointNotFound(CheckpointNotFound, WorkflowCheckpointException):
     """Raised by ``load``; also a ``WorkflowCheckpointException`` as the protocol requires."""
-
-
-@dataclass(frozen=True, slots=True)
-class CheckpointInfo:
-    """What a checkpoint's blob metadata says, without reading its body."""
-
-    checkpoint_id: str
-    workflow_name: str
-    previous_checkpoint_id: str | None
-    timestamp: str
-    status: str
-    pending_request_ids: tuple[str, ...]
-    size_bytes: int
-    thread_id: str | None = None
-
-    @property
-    def created_epoch(self) -> float:
-        try:
-            return datetime.fromisoformat(self.timestamp).timestamp()
-        except ValueError:
-            return 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "checkpoint_id": self.checkpoint_id,
-            "previous_checkpoint_id": self.previous_checkpoint_id,
-            "workflow_name": self.workflow_name,
-            "timestamp": self.timestamp,
-            "status": self.status,
-            "pending_request_ids": list(self.pending_request_ids),
-            "size_bytes": self.size_bytes,
-            "thread_id": self.thread_id,
-        }
-
-
-def checkpoint_status(checkpoint: WorkflowCheckpoint) -> str:
-    """``idle``, ``pending_requests`` or ``in_flight`` (taken mid-run)."""
-    if any(checkpoint.messages.values()):
-        return "in_flight"
-    if checkpoint.pending_request_info_events:
-        return "pending_requests"
-    return "idle"
 
 
 def blob_name(checkpoint_id: str) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 from agent_framework import AgentResponse, AgentResponseUpdate, Message, WorkflowCheckpoint, WorkflowEvent
 
-from .blob_store import checkpoint_status
+from .checkpoint_info import checkpoint_status
 
 
 def to_json(value: Any) -> Any:  # noqa: PLR0911 - one branch per kind of value

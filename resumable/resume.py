@@ -25,7 +25,7 @@ from typing import Any
 from agent_framework import InMemoryCheckpointStorage, Message, Workflow, WorkflowCheckpoint, WorkflowEvent
 
 from . import af_internals
-from .blob_store import checkpoint_status
+from .checkpoint_info import checkpoint_status
 from .errors import (
     CheckpointHasInFlightWork,
     CheckpointIncompatible,
@@ -54,7 +54,7 @@ class TurnInput:
 def validate_checkpoint(workflow: Workflow, checkpoint: WorkflowCheckpoint, turn: TurnInput) -> TurnInput:
     """Refuse a checkpoint this workflow cannot safely continue with this input.
 
-    Answers themselves are checked after hydration (``prepare_resume``), by the
+    Answers themselves are checked after hydration (``prepare_run``), by the
     framework's own pre-run check.
     """
     if checkpoint.workflow_name != workflow.name:
@@ -91,7 +91,7 @@ def validate_checkpoint(workflow: Workflow, checkpoint: WorkflowCheckpoint, turn
 
 
 @dataclass
-class ResumedRun:
+class PreparedRun:
     """A validated, hydrated workflow, ready to run exactly once."""
 
     workflow: Workflow
@@ -152,18 +152,18 @@ class ResumedRun:
         return checkpoint
 
 
-async def prepare_resume(
+async def prepare_run(
     workflow: Workflow,
     checkpoint: WorkflowCheckpoint | None,
     turn: TurnInput,
     *,
     stream: bool = False,
-) -> ResumedRun:
+) -> PreparedRun:
     """Validate and hydrate; raise a typed error, having executed nothing, if either fails."""
     if checkpoint is None:
         if turn.messages is None:
             raise InvalidRequest("Send 'messages' to start a new run, or a 'checkpoint_id' to resume one.")
-        return ResumedRun(workflow, turn, None, stream)
+        return PreparedRun(workflow, turn, None, stream)
     turn = validate_checkpoint(workflow, checkpoint, turn)
     try:
         await af_internals.hydrate(workflow, checkpoint)
@@ -174,7 +174,7 @@ async def prepare_resume(
         raise CheckpointHasInFlightWork("The restored checkpoint still has undelivered messages.")
     if turn.responses is not None:
         turn = TurnInput(responses=await _checked_responses(workflow, checkpoint, turn.responses))
-    return ResumedRun(workflow, turn, checkpoint, stream)
+    return PreparedRun(workflow, turn, checkpoint, stream)
 
 
 async def _checked_responses(

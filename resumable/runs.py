@@ -15,11 +15,12 @@ from typing import Any, Protocol
 from agent_framework import Workflow, WorkflowCheckpoint, WorkflowEvent
 
 from . import strict_json
-from .blob_store import BlobCheckpointStorage, CheckpointInfo
-from .errors import CheckpointNotFound, ResumeError, ThreadBusy, WorkflowFailed
+from .blob_store import BlobCheckpointStorage
+from .checkpoint_info import CheckpointInfo
+from .errors import CheckpointNotFound, ResumeError, WorkflowFailed
 from .results import ResultCollector
-from .resume import ResumedRun, TurnInput, prepare_resume
-from .threads import ThreadHead, ThreadPointers
+from .resume import PreparedRun, TurnInput, prepare_run
+from .threads import ThreadPointers
 from .tracing import RequestScope, within
 
 logger = logging.getLogger(__name__)
@@ -34,6 +35,14 @@ class RunRequest:
     turn: TurnInput
     stream: bool
     multitask: str = "reject"
+
+
+class AfterSave(Protocol):
+    """What commits a saved checkpoint beyond the save itself (a thread turn's pointer move)."""
+
+    thread_id: str
+
+    async def after_save(self, checkpoint_id: str) -> None: ...
 
 
 # (event name, data) pairs; an adapter frames them (SSE) or collects them.
@@ -69,21 +78,21 @@ class RunService:
         self.spec = spec
         self.pointers = pointers
 
-    async def _prepare(self, request: RunRequest) -> ResumedRun:
+    async def _prepare(self, request: RunRequest) -> PreparedRun:
         """Load and validate the checkpoint and hydrate a fresh workflow; run nothing."""
         checkpoint: WorkflowCheckpoint | None = None
         if request.checkpoint_id is not None:
             checkpoint = await self.store.load(request.checkpoint_id)
-        return await prepare_resume(self.spec.build(), checkpoint, request.turn, stream=request.stream)
+        return await prepare_run(self.spec.build(), checkpoint, request.turn, stream=request.stream)
 
     async def _save(
-        self, run: ResumedRun, collector: ResultCollector, head: ThreadHead | None, before_commit: CommitHook | None
+        self, run: PreparedRun, collector: ResultCollector, head: AfterSave | None, before_commit: CommitHook | None
     ) -> tuple[dict[str, Any], bytes]:
-        """Persist the final checkpoint; for a thread turn, then advance the pointer.
+        """Persist the final checkpoint, then let ``head`` (a thread turn) commit it.
 
         The response is rendered first, so nothing can fail between the commit and the
-        answer. A turn that loses the pointer race deletes its checkpoint (best effort)
-        and raises ``ThreadBusy``; nothing it did remains visible.
+        answer. What committing means for a thread (moving its pointer, cleaning up a
+        lost race) is ``thread_runs``' business, not this module's.
         """
         saved = await run.final_checkpoint()
         body = collector.body(saved)
@@ -93,14 +102,7 @@ class RunService:
             await before_commit(saved.checkpoint_id, thread_id, rendered)
         await self.store.save(saved, thread_id=thread_id)
         if head is not None:
-            try:
-                await self.pointers.advance(head, saved.checkpoint_id)
-            except ThreadBusy:
-                try:
-                    await self.store.delete(saved.checkpoint_id)
-                except ResumeError:
-                    logger.warning("Could not delete orphan checkpoint %s", saved.checkpoint_id)
-                raise
+            await head.after_save(saved.checkpoint_id)
         return body, rendered
 
     async def is_committed(self, checkpoint_id: str, thread_id: str | None) -> bool:
@@ -136,7 +138,7 @@ class RunService:
         return False
 
     async def run_to_json(
-        self, request: RunRequest, *, head: ThreadHead | None = None, before_commit: CommitHook | None = None
+        self, request: RunRequest, *, head: AfterSave | None = None, before_commit: CommitHook | None = None
     ) -> bytes:
         """Run the call to completion; return the exact response bytes."""
         run = await self._prepare(request)
@@ -150,7 +152,7 @@ class RunService:
         self,
         request: RunRequest,
         *,
-        head: ThreadHead | None = None,
+        head: AfterSave | None = None,
         before_commit: CommitHook | None = None,
         cleanup: AsyncExitStack | None = None,
     ) -> AsyncIterator[Event]:
@@ -172,11 +174,11 @@ class RunService:
 
     async def _stream(
         self,
-        run: ResumedRun,
+        run: PreparedRun,
         first: WorkflowEvent,
         events: AsyncIterator[WorkflowEvent],
         *,
-        head: ThreadHead | None,
+        head: AfterSave | None,
         before_commit: CommitHook | None,
         scope: RequestScope,
     ) -> AsyncIterator[Event]:

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import random
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from typing import Any
 
-from .errors import CheckpointNotFound, ThreadBusy, ThreadExpired
+from .errors import CheckpointNotFound, ResumeError, ThreadBusy, ThreadExpired
 from .runs import CommitHook, Event, RunRequest, RunService
 from .threads import ThreadHead, ThreadHeld, ThreadLocks, expired
 
@@ -33,6 +35,8 @@ _MAX_DELAY = 0.5
 # (THREAD_LOCK_WAIT_SECONDS); then it ends with ``thread_busy``.
 DEFAULT_LOCK_WAIT_SECONDS = 30.0
 
+logger = logging.getLogger(__name__)
+
 # One per worker process: turns on this worker serialize per thread.
 process_locks = ThreadLocks()
 
@@ -40,6 +44,32 @@ process_locks = ThreadLocks()
 def _backoff(attempt: int) -> float:
     """Exponential backoff with full jitter, so racing retries spread out."""
     return random.uniform(0, min(_MAX_DELAY, _BASE_DELAY * 2**attempt))  # noqa: S311 - not cryptographic
+
+
+@dataclass(frozen=True, slots=True)
+class _TurnCommit:
+    """Commits a saved checkpoint as the thread's new head, by compare-and-swap.
+
+    A turn that loses the race deletes its checkpoint (best effort; the sweep removes
+    any left behind) and raises ``ThreadBusy``: nothing it did remains visible.
+    """
+
+    service: RunService
+    head: ThreadHead
+
+    @property
+    def thread_id(self) -> str:
+        return self.head.thread_id
+
+    async def after_save(self, checkpoint_id: str) -> None:
+        try:
+            await self.service.pointers.advance(self.head, checkpoint_id)
+        except ThreadBusy:
+            try:
+                await self.service.store.delete(checkpoint_id)
+            except ResumeError:
+                logger.warning("Could not delete orphan checkpoint %s", checkpoint_id)
+            raise
 
 
 class ThreadRunner:
@@ -96,7 +126,9 @@ class ThreadRunner:
                 async with self._hold(deadline):
                     head, turn = await self._at_head(request)
                     try:
-                        return await self.service.run_to_json(turn, head=head, before_commit=before_commit)
+                        return await self.service.run_to_json(
+                            turn, head=_TurnCommit(self.service, head), before_commit=before_commit
+                        )
                     except CheckpointNotFound as exc:
                         gone = await self._expired(head)
                         if gone is None:
@@ -122,7 +154,9 @@ class ThreadRunner:
             await local.enter_async_context(self._hold(self._deadline(request)))
             head, turn = await self._at_head(request)
             try:
-                events = await self.service.open_stream(turn, head=head, before_commit=before_commit)
+                events = await self.service.open_stream(
+                    turn, head=_TurnCommit(self.service, head), before_commit=before_commit
+                )
             except CheckpointNotFound as exc:
                 gone = await self._expired(head)
                 if gone is None:

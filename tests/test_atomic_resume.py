@@ -13,7 +13,7 @@ from resumable.errors import (
     PendingRequestsOutstanding,
     WorkflowFailed,
 )
-from resumable.resume import TurnInput, prepare_resume
+from resumable.resume import TurnInput, prepare_run
 from tests import recording_workflow
 from workflows import default_conversation
 
@@ -28,7 +28,7 @@ def _clear_calls() -> None:
 
 
 async def run_turn(checkpoint: WorkflowCheckpoint | None, text: str, *, stream: bool = True):
-    run = await prepare_resume(recording_workflow.build(), checkpoint, TurnInput(messages=user(text)), stream=stream)
+    run = await prepare_run(recording_workflow.build(), checkpoint, TurnInput(messages=user(text)), stream=stream)
     events = [e async for e in run.events()]
     return events, await run.final_checkpoint()
 
@@ -84,7 +84,7 @@ async def test_a_rejected_checkpoint_never_runs_the_input(tamper, error) -> None
     checkpoint = await _checkpoint()
     tamper(checkpoint)
     with pytest.raises(error):
-        await prepare_resume(recording_workflow.build(), checkpoint, TurnInput(messages=user("new input")))
+        await prepare_run(recording_workflow.build(), checkpoint, TurnInput(messages=user("new input")))
     assert recording_workflow.CALLS == []
 
 
@@ -96,17 +96,17 @@ async def test_a_mid_run_checkpoint_is_refused_for_new_messages() -> None:
     mid_run = next(cp for cp in checkpoints if any(cp.messages.values()))
     recording_workflow.CALLS.clear()
     with pytest.raises(CheckpointHasInFlightWork):
-        await prepare_resume(recording_workflow.build(), mid_run, TurnInput(messages=user("new")))
+        await prepare_run(recording_workflow.build(), mid_run, TurnInput(messages=user("new")))
     assert recording_workflow.CALLS == []
 
     # Without new input the same checkpoint continues its own pending work.
-    run = await prepare_resume(recording_workflow.build(), mid_run, TurnInput())
+    run = await prepare_run(recording_workflow.build(), mid_run, TurnInput())
     [e async for e in run.events()]
     assert ("tail", "one") in recording_workflow.CALLS
 
 
 async def pending_checkpoint() -> tuple[WorkflowCheckpoint, str]:
-    run = await prepare_resume(default_conversation.build_workflow(), None, TurnInput(messages=user("needs approval")))
+    run = await prepare_run(default_conversation.build_workflow(), None, TurnInput(messages=user("needs approval")))
     events = [e async for e in run.events()]
     request_id = next(e.request_id for e in events if e.type == "request_info")
     return await run.final_checkpoint(), request_id
@@ -115,13 +115,13 @@ async def pending_checkpoint() -> tuple[WorkflowCheckpoint, str]:
 async def test_messages_while_requests_are_pending_are_refused_with_their_ids() -> None:
     checkpoint, request_id = await pending_checkpoint()
     with pytest.raises(PendingRequestsOutstanding) as caught:
-        await prepare_resume(default_conversation.build_workflow(), checkpoint, TurnInput(messages=user("hi")))
+        await prepare_run(default_conversation.build_workflow(), checkpoint, TurnInput(messages=user("hi")))
     assert caught.value.details == {"pending_request_ids": [request_id]}
 
 
 async def test_responses_finish_the_paused_turn() -> None:
     checkpoint, request_id = await pending_checkpoint()
-    run = await prepare_resume(
+    run = await prepare_run(
         default_conversation.build_workflow(), checkpoint, TurnInput(responses={request_id: "granted"})
     )
     events = [e async for e in run.events()]
@@ -144,17 +144,17 @@ async def test_bad_responses_are_refused_before_running(responses) -> None:
     if responses == "WRONG_TYPE":
         responses = {request_id: {"an": "object"}}
     with pytest.raises(InvalidRequest):
-        await prepare_resume(default_conversation.build_workflow(), checkpoint, TurnInput(responses=responses))
+        await prepare_run(default_conversation.build_workflow(), checkpoint, TurnInput(responses=responses))
 
 
 async def test_fresh_run_needs_messages() -> None:
     with pytest.raises(InvalidRequest):
-        await prepare_resume(recording_workflow.build(), None, TurnInput())
+        await prepare_run(recording_workflow.build(), None, TurnInput())
 
 
 async def test_a_failing_run_raises_workflow_failed_and_yields_no_checkpoint() -> None:
     checkpoint = await _checkpoint()
-    run = await prepare_resume(recording_workflow.build(), checkpoint, TurnInput(messages=user("please fail")))
+    run = await prepare_run(recording_workflow.build(), checkpoint, TurnInput(messages=user("please fail")))
     with pytest.raises(WorkflowFailed):
         [e async for e in run.events()]
     with pytest.raises(WorkflowFailed):
@@ -163,7 +163,7 @@ async def test_a_failing_run_raises_workflow_failed_and_yields_no_checkpoint() -
 
 async def test_a_cancelled_stream_yields_no_checkpoint() -> None:
     checkpoint = await _checkpoint()
-    run = await prepare_resume(recording_workflow.build(), checkpoint, TurnInput(messages=user("two")))
+    run = await prepare_run(recording_workflow.build(), checkpoint, TurnInput(messages=user("two")))
     events = run.events()
     async for event in events:
         if event.type == "output":

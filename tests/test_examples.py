@@ -208,3 +208,24 @@ def test_sign_request_without_a_secret_says_what_to_set() -> None:
         check=False,
     )
     assert done.returncode == 2 and "set WEBHOOK_SECRET" in done.stderr
+
+
+def test_the_library_runs_without_functions(azurite: Azurite) -> None:
+    """examples/library_only.py resumes a conversation with nothing but ``resumable``."""
+    code = (
+        "import runpy, sys; runpy.run_path('examples/library_only.py', run_name='__main__'); "
+        "print(sorted(m for m in ('fastapi', 'starlette', 'azure.functions', 'functions_adapter') if m in sys.modules))"
+    )
+    env = {**os.environ, "CHECKPOINT_STORAGE": azurite.connection_string}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert 'turn 2: you said "and again". Earlier you said: "hello"' in done.stdout
+    assert re.search(r"checkpoints: [0-9a-f-]{36} -> [0-9a-f-]{36}", done.stdout)
+    assert done.stdout.strip().endswith("[]")  # no web framework and no Functions were imported
+
+
+def test_importing_the_library_loads_no_web_framework_or_functions() -> None:
+    code = "import resumable, sys; assert not {'fastapi', 'starlette', 'azure.functions'} & set(sys.modules)"
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)

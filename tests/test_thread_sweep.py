@@ -10,7 +10,7 @@ from devtools.function_host import FunctionHost
 from functions_adapter import wiring as composition
 from functions_adapter.settings import Settings
 from resumable.errors import CheckpointNotFound, ThreadBusy
-from resumable.threads import sweep_orphans
+from resumable.thread_sweep import sweep_orphans
 
 THREADS = 40
 TURNS_EACH = 6

@@ -16,7 +16,8 @@ from resumable.errors import ThreadBusy
 from resumable.resume import TurnInput
 from resumable.runs import RunRequest
 from resumable.thread_runs import ThreadRunner
-from resumable.threads import ThreadLocks, sweep_orphans
+from resumable.thread_sweep import sweep_orphans
+from resumable.threads import ThreadLocks
 
 
 async def thread_turn(host: FunctionHost, thread_id: str, body: dict) -> tuple[int, dict]:

@@ -1,0 +1,55 @@
+"""What a checkpoint is, as callers see it: its status, and the metadata kept beside it.
+
+Domain facts, not storage: ``checkpoint_status`` reads a ``WorkflowCheckpoint``;
+``CheckpointInfo`` is what a store can report without reading a checkpoint's body.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from agent_framework import WorkflowCheckpoint
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointInfo:
+    """What a checkpoint's blob metadata says, without reading its body."""
+
+    checkpoint_id: str
+    workflow_name: str
+    previous_checkpoint_id: str | None
+    timestamp: str
+    status: str
+    pending_request_ids: tuple[str, ...]
+    size_bytes: int
+    thread_id: str | None = None
+
+    @property
+    def created_epoch(self) -> float:
+        try:
+            return datetime.fromisoformat(self.timestamp).timestamp()
+        except ValueError:
+            return 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "checkpoint_id": self.checkpoint_id,
+            "previous_checkpoint_id": self.previous_checkpoint_id,
+            "workflow_name": self.workflow_name,
+            "timestamp": self.timestamp,
+            "status": self.status,
+            "pending_request_ids": list(self.pending_request_ids),
+            "size_bytes": self.size_bytes,
+            "thread_id": self.thread_id,
+        }
+
+
+def checkpoint_status(checkpoint: WorkflowCheckpoint) -> str:
+    """``idle``, ``pending_requests`` or ``in_flight`` (taken mid-run)."""
+    if any(checkpoint.messages.values()):
+        return "in_flight"
+    if checkpoint.pending_request_info_events:
+        return "pending_requests"
+    return "idle"
