@@ -17,7 +17,7 @@ import dataclasses
 import logging
 import random
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,6 +118,17 @@ class ThreadRunner:
             return expired(self.thread_id)
         return None
 
+    @asynccontextmanager
+    async def _expired_if_gone(self, head: ThreadHead) -> AsyncIterator[None]:
+        """A resume that finds no checkpoint is ``ThreadExpired`` when the head is really gone."""
+        try:
+            yield
+        except CheckpointNotFound as exc:
+            gone = await self._expired(head)
+            if gone is None:
+                raise
+            raise gone from exc
+
     async def run_to_json(self, request: RunRequest, *, before_commit: CommitHook | None = None) -> bytes:
         attempts = MAX_ATTEMPTS if request.multitask == "enqueue" else 1
         deadline = self._deadline(request)
@@ -125,15 +136,10 @@ class ThreadRunner:
             try:
                 async with self._hold(deadline):
                     head, turn = await self._at_head(request)
-                    try:
+                    async with self._expired_if_gone(head):
                         return await self.service.run_to_json(
                             turn, head=_TurnCommit(self.service, head), before_commit=before_commit
                         )
-                    except CheckpointNotFound as exc:
-                        gone = await self._expired(head)
-                        if gone is None:
-                            raise
-                        raise gone from exc
             except ThreadHeld:
                 raise
             except ThreadBusy:
@@ -153,15 +159,10 @@ class ThreadRunner:
         async with AsyncExitStack() as local:
             await local.enter_async_context(self._hold(self._deadline(request)))
             head, turn = await self._at_head(request)
-            try:
+            async with self._expired_if_gone(head):
                 events = await self.service.open_stream(
                     turn, head=_TurnCommit(self.service, head), before_commit=before_commit
                 )
-            except CheckpointNotFound as exc:
-                gone = await self._expired(head)
-                if gone is None:
-                    raise
-                raise gone from exc
             if cleanup is not None:
                 cleanup.push_async_exit(local.pop_all())
             return events

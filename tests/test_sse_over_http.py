@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import aiohttp
 import pytest
@@ -29,20 +30,31 @@ def _endpoint(route: Route):
     return endpoint
 
 
-@pytest.fixture
-async def server(recording: FunctionHost) -> AsyncIterator[str]:
+@asynccontextmanager
+async def _served(host: FunctionHost, spec_version: str | None = None) -> AsyncIterator[str]:
+    """The registered routes on uvicorn, on a free loopback port (optionally as an ASGI
+    server of ``spec_version`` would call them)."""
     app = FastAPI()
-    for route in recording.routes:
+    for route in host.routes:
         template = route.pattern.pattern.replace("(?P<", "{").replace(">[^/]+)", "}")
         app.add_api_route(template, _endpoint(route), methods=sorted(route.methods))
+    served = app if spec_version is None else _with_spec_version(app, spec_version)
     port = free_port()
-    uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    uv = uvicorn.Server(uvicorn.Config(served, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
     task = asyncio.create_task(uv.serve())
     while not uv.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
         await asyncio.sleep(0.01)
-    yield f"http://127.0.0.1:{port}"
-    uv.should_exit = True
-    await task
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        uv.should_exit = True
+        await task
+
+
+@pytest.fixture
+async def server(recording: FunctionHost) -> AsyncIterator[str]:
+    async with _served(recording) as url:
+        yield url
 
 
 async def test_events_cross_the_socket_while_the_run_is_still_going(server: str) -> None:
@@ -92,21 +104,8 @@ def _with_spec_version(app, version: str):
 
 @pytest.fixture(params=["2.3", "2.4"])
 async def spec_server(recording: FunctionHost, request: pytest.FixtureRequest) -> AsyncIterator[str]:
-    app = FastAPI()
-    for route in recording.routes:
-        template = route.pattern.pattern.replace("(?P<", "{").replace(">[^/]+)", "}")
-        app.add_api_route(template, _endpoint(route), methods=sorted(route.methods))
-    port = free_port()
-    config = uvicorn.Config(
-        _with_spec_version(app, request.param), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
-    )
-    uv = uvicorn.Server(config)
-    task = asyncio.create_task(uv.serve())
-    while not uv.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
-        await asyncio.sleep(0.01)
-    yield f"http://127.0.0.1:{port}"
-    uv.should_exit = True
-    await task
+    async with _served(recording, request.param) as url:
+        yield url
 
 
 async def _drop_mid_stream(url: str, body: dict, headers: dict[str, str]) -> None:
