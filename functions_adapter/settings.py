@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from resumable.checkpoint_codec import DEFAULT_MAX_CHECKPOINT_BYTES
 from resumable.checkpoint_mac import MacConfigError, MacKey, parse_mac_keys
 from resumable.errors import ConfigurationError
+from resumable.run_queue import QueueTarget, validate_queue_name
 from resumable.storage_client import StorageTarget
 
 from .signatures import secret_bytes
@@ -24,6 +25,10 @@ STORAGE_PREFIXES = ("CHECKPOINT_STORAGE", "AzureWebJobsStorage")
 STORAGE_SETTINGS = tuple(
     name for prefix in STORAGE_PREFIXES for name in (prefix, f"{prefix}__blobServiceUri", f"{prefix}__clientId")
 )
+# The run queue lives in the Functions host's storage (the queue trigger's connection,
+# ``AzureWebJobsStorage``): a connection string locally, the queue service URI plus the
+# managed identity (``AzureWebJobsStorage__clientId``) in Azure.
+QUEUE_SETTINGS = ("AzureWebJobsStorage__queueServiceUri",)
 TUNING_SETTINGS = (
     "CHECKPOINT_CONTAINER",
     "CHECKPOINT_ALLOWED_TYPES",
@@ -39,6 +44,7 @@ TUNING_SETTINGS = (
     "WEBHOOK_TOLERANCE_SECONDS",
     "THREAD_LOCK_WAIT_SECONDS",
     "SSE_KEEPALIVE_SECONDS",
+    "RUNS_QUEUE",
     "WORKFLOW",
 )
 # The model behind WORKFLOW=chat-agents: Azure OpenAI (or Foundry) with Entra ID, or an
@@ -54,7 +60,7 @@ MODEL_SETTINGS = (
 # Application Insights; nothing is exported (or imported) without the connection string.
 TELEMETRY_SETTINGS = ("APPLICATIONINSIGHTS_CONNECTION_STRING", "APPLICATIONINSIGHTS_AUTHENTICATION_STRING")
 # Every setting this package reads.
-CODE_SETTINGS = STORAGE_SETTINGS + TUNING_SETTINGS + MODEL_SETTINGS + TELEMETRY_SETTINGS
+CODE_SETTINGS = STORAGE_SETTINGS + QUEUE_SETTINGS + TUNING_SETTINGS + MODEL_SETTINGS + TELEMETRY_SETTINGS
 
 # Settings the platform reads, not this package; allowed in local.settings and Bicep.
 PLATFORM_SETTINGS = (
@@ -104,6 +110,9 @@ class Settings:
     sse_keepalive_seconds: float = 15.0
     # HMAC keys for checkpoint blobs (``kid:base64key``, comma-separated; the first signs).
     checkpoint_mac_keys: tuple[MacKey, ...] = ()
+    # Background runs: the queue (RUNS_QUEUE) and where it lives (AzureWebJobsStorage).
+    runs_queue: str = "runs"
+    queue: QueueTarget | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -128,6 +137,8 @@ class Settings:
             thread_lock_wait_seconds=float(_positive_int(env, "THREAD_LOCK_WAIT_SECONDS", 30)),
             sse_keepalive_seconds=_positive_float(env, "SSE_KEEPALIVE_SECONDS", 15.0),
             checkpoint_mac_keys=_checkpoint_mac_keys(env),
+            runs_queue=_runs_queue(env),
+            queue=_queue_target(env),
         )
 
 
@@ -165,6 +176,21 @@ def _storage_target(env: Mapping[str, str]) -> StorageTarget:
         "No checkpoint storage configured: set CHECKPOINT_STORAGE (a connection string) or "
         "CHECKPOINT_STORAGE__blobServiceUri (managed identity); AzureWebJobsStorage is the fallback."
     )
+
+
+def _runs_queue(env: Mapping[str, str]) -> str:
+    return validate_queue_name(env.get("RUNS_QUEUE", "").strip() or "runs")
+
+
+def _queue_target(env: Mapping[str, str]) -> QueueTarget | None:
+    """The queue trigger's own connection (``AzureWebJobsStorage``), so the app enqueues
+    where the host listens; None when unset (background runs then answer 500)."""
+    uri = env.get("AzureWebJobsStorage__queueServiceUri", "").strip()
+    if uri:
+        client_id = env.get("AzureWebJobsStorage__clientId", "").strip() or None
+        return QueueTarget(queue_service_uri=uri, client_id=client_id)
+    connection_string = env.get("AzureWebJobsStorage", "").strip()
+    return QueueTarget(connection_string=connection_string) if connection_string else None
 
 
 def _checkpoint_mac_keys(env: Mapping[str, str]) -> tuple[MacKey, ...]:
