@@ -9,7 +9,7 @@ import gc
 import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response
 
-from functions_adapter import maintenance, telemetry
+from functions_adapter import background_api, maintenance, telemetry
 from functions_adapter import routes as http_api
 
 telemetry.configure()
@@ -20,6 +20,36 @@ app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
 async def runs(req: Request) -> Response:
     """Start a run, or resume one from a checkpoint with new input, in one workflow run."""
     return await http_api.handle_run(req)
+
+
+@app.route(route="runs/{run_id}", methods=["GET"])
+async def get_run(req: Request) -> Response:
+    """A background run's status and, once it finished, its result."""
+    return await http_api.handle_get_run(req, req.path_params.get("run_id", ""))
+
+
+@app.route(route="runs/{run_id}/stream", methods=["GET"])
+async def join_run(req: Request) -> Response:
+    """A background run's events as SSE: replayed from the start, then live."""
+    return await http_api.handle_join_run(req, req.path_params.get("run_id", ""))
+
+
+@app.route(route="runs/{run_id}/cancel", methods=["POST"])
+async def cancel_run(req: Request) -> Response:
+    """Stop a background run: a queued one never starts, a running one commits nothing."""
+    return await http_api.handle_cancel_run(req, req.path_params.get("run_id", ""))
+
+
+@app.queue_trigger(arg_name="message", queue_name="%RUNS_QUEUE%", connection="AzureWebJobsStorage")
+async def run_in_background(message: func.QueueMessage) -> None:
+    """Execute a queued run (the message holds its ID; the request is in its record)."""
+    await background_api.handle_message(message)
+
+
+@app.queue_trigger(arg_name="message", queue_name="%RUNS_QUEUE%-poison", connection="AzureWebJobsStorage")
+async def fail_poisoned_run(message: func.QueueMessage) -> None:
+    """A run whose message used up host.json's maxDequeueCount: mark it failed."""
+    await background_api.handle_poisoned(message)
 
 
 @app.route(route="threads/{thread_id}/runs", methods=["POST"])

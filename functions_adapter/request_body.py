@@ -21,9 +21,9 @@ from .settings import InputLimits
 
 _ROLES = ("user", "system")
 _MULTITASK = ("reject", "enqueue")
-_RUN_FIELDS = frozenset({"checkpoint_id", "messages", "responses", "stream"})
+_RUN_FIELDS = frozenset({"checkpoint_id", "messages", "responses", "stream", "background"})
 # A thread run resumes from the thread's head, so it names no checkpoint.
-_THREAD_FIELDS = frozenset({"messages", "responses", "stream", "multitask"})
+_THREAD_FIELDS = frozenset({"messages", "responses", "stream", "multitask", "background"})
 
 
 def wants_event_stream(accept: str | None) -> bool:
@@ -61,6 +61,9 @@ def parse_run_request(
     stream = data.get("stream", False)
     if not isinstance(stream, bool):
         raise InvalidRequest("'stream' must be true or false.")
+    background = data.get("background", False)
+    if not isinstance(background, bool):
+        raise InvalidRequest("'background' must be true or false.")
     multitask = data.get("multitask", "reject")
     if multitask not in _MULTITASK:
         raise InvalidRequest(f"'multitask' must be one of {', '.join(_MULTITASK)}.")
@@ -77,6 +80,7 @@ def parse_run_request(
         turn=TurnInput(messages=messages, responses=responses),
         stream=stream or wants_event_stream(accept),
         multitask=multitask,
+        background=background,
     )
 
 

@@ -24,6 +24,7 @@ from resumable.runs import Runner, RunRequest
 from resumable.thread_runs import ThreadRunner
 from resumable.threads import live_head
 
+from . import background_api
 from . import signatures as webhook_signature
 from .request_body import parse_run_request
 from .request_trace import traced
@@ -95,6 +96,10 @@ async def _post_run(request: Request, *, thread_id: str | None) -> Response:
     )
 
     dedupe = _dedupe_key(request, settings)
+    if run_request.background or "respond-async" in background_api.preferences(request.headers.get("prefer")):
+        return await background_api.accept(
+            request, body, run_request, settings=settings, service=service, thread_id=thread_id, dedupe=dedupe
+        )
     if dedupe is None:
         return await _execute(runner, run_request, None, settings.sse_keepalive_seconds)
     store = idempotency_store(settings, service, ttl_seconds=dedupe.ttl_seconds)
@@ -159,6 +164,21 @@ async def handle_get_thread(request: Request, thread_id: str) -> Response:
         return json_response(head.to_json())
 
     return await traced(request, "threads/{thread_id}", get)
+
+
+async def handle_get_run(request: Request, run_id: str) -> Response:
+    """``GET /api/runs/{id}``: a background run's status (long-polls with ``Prefer: wait=N``)."""
+    return await traced(request, "runs/{run_id}", lambda: background_api.get_status(request, run_id))
+
+
+async def handle_join_run(request: Request, run_id: str) -> Response:
+    """``GET /api/runs/{id}/stream``: a background run's events, from the start or ``Last-Event-ID``."""
+    return await traced(request, "runs/{run_id}/stream", lambda: background_api.join(request, run_id))
+
+
+async def handle_cancel_run(request: Request, run_id: str) -> Response:
+    """``POST /api/runs/{id}/cancel``: stop a queued or running background run."""
+    return await traced(request, "runs/{run_id}/cancel", lambda: background_api.cancel(run_id))
 
 
 async def handle_health() -> Response:

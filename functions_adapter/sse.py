@@ -11,7 +11,7 @@ MEDIA_TYPE = "text/event-stream"
 KEEPALIVE = b": keep-alive\n\n"
 
 
-def sse_event(name: str, data: dict[str, Any], *, event_id: int | None = None) -> bytes:
+def sse_event(name: str, data: dict[str, Any], *, event_id: int | str | None = None) -> bytes:
     """One SSE frame. Compact JSON never holds a raw newline, so ``data`` is one line."""
     head = b"" if event_id is None else b"id: " + str(event_id).encode() + b"\n"
     return head + b"event: " + name.encode() + b"\ndata: " + strict_json.dumps(data) + b"\n\n"

@@ -16,6 +16,8 @@ STATUS: dict[type[e.ResumeError], int] = {
     e.InvalidSignature: 401,
     e.CheckpointNotFound: 404,
     e.ThreadNotFound: 404,
+    e.RunNotFound: 404,
+    e.RunFinished: 409,
     e.CheckpointIncompatible: 409,
     e.PendingRequestsOutstanding: 409,
     e.CheckpointConflict: 409,
@@ -33,6 +35,7 @@ STATUS: dict[type[e.ResumeError], int] = {
     e.IdempotencyRecordUnreadable: 500,
     e.ServerMisconfigured: 500,
     e.ThreadUnreadable: 500,
+    e.RunRecordUnreadable: 500,
     e.StorageUnavailable: 503,
 }
 

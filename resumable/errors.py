@@ -176,3 +176,43 @@ class ThreadUnreadable(ResumeError):
 
 class ClaimLost(RequestInProgress):
     """This request's Idempotency-Key claim was taken over (it was thought dead); it must not commit."""
+
+
+class RunNotFound(ResumeError):
+    """No background run has this ID."""
+
+    code = "run_not_found"
+
+
+class RunFinished(ResumeError):
+    """The background run already finished; it cannot be cancelled."""
+
+    code = "run_finished"
+
+
+class RunRecordUnreadable(ResumeError):
+    """A background run's record exists but is not one this app wrote."""
+
+    code = "run_record_unreadable"
+
+
+class RunCancelled(ResumeError):
+    """The background run was cancelled before it committed anything."""
+
+    code = "cancelled"
+
+
+class RunTakenOver(ResumeError):
+    """This attempt's lease on a background run passed to another delivery; it commits nothing."""
+
+    code = "lease_lost"
+
+
+class AlreadyCommitted(ResumeError):
+    """An earlier attempt of this background run committed; its result is the run's."""
+
+    code = "already_committed"
+
+    def __init__(self, body: bytes) -> None:
+        super().__init__("An earlier attempt of this run committed.")
+        self.body = body

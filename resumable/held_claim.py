@@ -55,14 +55,14 @@ class HeldClaim:
                 await self._renewer
             self._renewer = None
 
-    async def before_commit(self, checkpoint_id: str, thread_id: str | None, body: bytes) -> None:
+    async def before_commit(self, checkpoint_id: str, thread_id: str | None, body: bytes, *, stamp: str = "") -> None:
         async with self._lock:
             await self._store.committing(self._claim, checkpoint_id, thread_id, body)
 
     async def succeeded(self, body: bytes) -> None:
         await finish_even_if_cancelled(self._settle(body))
 
-    async def failed(self) -> None:
+    async def failed(self, error: BaseException | None = None) -> None:
         await finish_even_if_cancelled(self._settle(None))
 
     async def _settle(self, body: bytes | None) -> None:

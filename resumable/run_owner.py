@@ -82,7 +82,7 @@ class RunOwner:
                 if name == "done":
                     body = strict_json.dumps(data)
                 elif name == "error":
-                    error = _StreamError(str(data.get("error", {}).get("code", "internal_error")))
+                    error = _StreamError(data.get("error", {}))
                 yield name, data
         except BaseException as exc:
             error = exc
@@ -93,7 +93,7 @@ class RunOwner:
     async def _finish(self, body: bytes | None, error: BaseException | None) -> None:
         try:
             if self._claim is not None:
-                await (self._claim.succeeded(body) if body is not None else self._claim.failed())
+                await (self._claim.succeeded(body) if body is not None else self._claim.failed(error))
         finally:
             await self._stack.aclose()
             if self._on_finish is not None:
@@ -101,11 +101,12 @@ class RunOwner:
 
 
 class _StreamError(Exception):
-    """An ``error`` event the stream ended with (its code)."""
+    """An ``error`` event the stream ended with (its code and message)."""
 
-    def __init__(self, code: str) -> None:
-        super().__init__(code)
-        self.code = code
+    def __init__(self, error: dict[str, Any]) -> None:
+        self.code = str(error.get("code", "internal_error"))
+        self.message = str(error.get("message", ""))
+        super().__init__(self.code)
 
 
 def _code(error: BaseException) -> str:

@@ -35,6 +35,11 @@ class RunRequest:
     turn: TurnInput
     stream: bool
     multitask: str = "reject"
+    # Save the result under this ID (create-only) instead of the framework's: a background
+    # run names it after itself, so two attempts cannot both save (see ``background``).
+    final_checkpoint_id: str | None = None
+    # Asked to run in the background (``"background": true``); the adapter answers 202.
+    background: bool = False
 
 
 class AfterSave(Protocol):
@@ -47,9 +52,10 @@ class AfterSave(Protocol):
 
 # (event name, data) pairs; an adapter frames them (SSE) or collects them.
 Event = tuple[str, dict[str, Any]]
-# Called with (checkpoint ID, thread ID, exact response bytes) after the response is
-# rendered and before the checkpoint is saved: the last moment to refuse the commit.
-CommitHook = Callable[[str, str | None, bytes], Awaitable[None]]
+# Called with (checkpoint ID, thread ID, exact response bytes, stamp=<the checkpoint's
+# timestamp>) after the response is rendered and before the checkpoint is saved: the
+# last moment to refuse the commit.
+CommitHook = Callable[..., Awaitable[None]]
 # How far back ``is_committed`` walks a thread's lineage past its recent window.
 _LINEAGE_WALK_LIMIT = 1000
 
@@ -86,7 +92,12 @@ class RunService:
         return await prepare_run(self.spec.build(), checkpoint, request.turn, stream=request.stream)
 
     async def _save(
-        self, run: PreparedRun, collector: ResultCollector, head: AfterSave | None, before_commit: CommitHook | None
+        self,
+        run: PreparedRun,
+        collector: ResultCollector,
+        head: AfterSave | None,
+        before_commit: CommitHook | None,
+        final_checkpoint_id: str | None = None,
     ) -> tuple[dict[str, Any], bytes]:
         """Persist the final checkpoint, then let ``head`` (a thread turn) commit it.
 
@@ -95,11 +106,13 @@ class RunService:
         lost race) is ``thread_runs``' business, not this module's.
         """
         saved = await run.final_checkpoint()
+        if final_checkpoint_id is not None:
+            saved.checkpoint_id = final_checkpoint_id
         body = collector.body(saved)
         rendered = strict_json.dumps(body)
         thread_id = head.thread_id if head else None
         if before_commit is not None:
-            await before_commit(saved.checkpoint_id, thread_id, rendered)
+            await before_commit(saved.checkpoint_id, thread_id, rendered, stamp=saved.timestamp)
         await self.store.save(saved, thread_id=thread_id)
         if head is not None:
             await head.after_save(saved.checkpoint_id)
@@ -137,6 +150,11 @@ class RunService:
             cursor = info.previous_checkpoint_id
         return False
 
+    async def validate(self, request: RunRequest) -> None:
+        """Load, validate and hydrate, then discard: what a run would refuse, refused now
+        (a background run's accept), having executed nothing."""
+        await self._prepare(request)
+
     async def run_to_json(
         self, request: RunRequest, *, head: AfterSave | None = None, before_commit: CommitHook | None = None
     ) -> bytes:
@@ -146,7 +164,7 @@ class RunService:
         async with aclosing(run.events()) as events:
             async for event in events:
                 collector.add(event)
-        return (await self._save(run, collector, head, before_commit))[1]
+        return (await self._save(run, collector, head, before_commit, request.final_checkpoint_id))[1]
 
     async def open_stream(
         self,
@@ -170,7 +188,15 @@ class RunService:
             await events.aclose()
             raise
         # The stream is drained later, outside this request's context: keep it for the save.
-        return self._stream(run, first, events, head=head, before_commit=before_commit, scope=RequestScope.capture())
+        return self._stream(
+            run,
+            first,
+            events,
+            head=head,
+            before_commit=before_commit,
+            scope=RequestScope.capture(),
+            final_checkpoint_id=request.final_checkpoint_id,
+        )
 
     async def _stream(
         self,
@@ -181,6 +207,7 @@ class RunService:
         head: AfterSave | None,
         before_commit: CommitHook | None,
         scope: RequestScope,
+        final_checkpoint_id: str | None,
     ) -> AsyncIterator[Event]:
         collector = ResultCollector()
         try:
@@ -191,7 +218,7 @@ class RunService:
                     if item is not None:
                         yield item
             with within(scope):
-                body, _ = await self._save(run, collector, head, before_commit)
+                body, _ = await self._save(run, collector, head, before_commit, final_checkpoint_id)
             yield "done", body
         except ResumeError as exc:
             yield "error", exc.to_body()

@@ -360,8 +360,20 @@ def test_routes_and_auth_levels_are_registered_as_documented(host: FunctionHost)
     table = {(r.name, tuple(sorted(r.methods)), r.auth_level) for r in host.routes}
     assert table == {
         ("runs", ("POST",), "FUNCTION"),
+        ("get_run", ("GET",), "FUNCTION"),
+        ("join_run", ("GET",), "FUNCTION"),
+        ("cancel_run", ("POST",), "FUNCTION"),
         ("thread_runs", ("POST",), "FUNCTION"),
         ("get_thread", ("GET",), "FUNCTION"),
         ("get_checkpoint", ("GET",), "FUNCTION"),
         ("health", ("GET",), "ANONYMOUS"),
+    }
+    queues = {
+        name: (t.binding["queueName"], t.binding["connection"])
+        for name, t in host.triggers.items()
+        if t.binding["type"] == "queueTrigger"
+    }
+    assert queues == {
+        "run_in_background": ("%RUNS_QUEUE%", "AzureWebJobsStorage"),
+        "fail_poisoned_run": ("%RUNS_QUEUE%-poison", "AzureWebJobsStorage"),
     }

@@ -1,0 +1,330 @@
+"""Background runs over HTTP and the run queue: 202 now, status, join, cancel.
+
+The library (``resumable.background``) owns execution; this module turns requests
+into records and messages, and records into responses. Everything a synchronous call
+would refuse is refused before the 202, with the same status codes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import azure.functions as func
+from fastapi import Request, Response
+from fastapi.responses import StreamingResponse
+from opentelemetry import propagate, trace
+
+from resumable import run_records as rr
+from resumable.background import BackgroundRuns, terminal_event
+from resumable.blob_records import RecordConflict
+from resumable.errors import (
+    IdempotencyKeyReused,
+    InvalidRequest,
+    RunFinished,
+    RunNotFound,
+    ServerMisconfigured,
+    WebhookIdReused,
+)
+from resumable.idempotency import WEBHOOK_ID, fingerprint, validate_key
+from resumable.ids import validate_id
+from resumable.run_events import EventReader
+from resumable.run_queue import RunQueue
+from resumable.run_records import RunRecord, RunRecords
+from resumable.runs import RunRequest, RunService
+from resumable.thread_order import ThreadOrder
+
+from .request_body import parse_run_request
+from .responses import JSON_MEDIA_TYPE, json_response, render_json
+from .settings import Settings
+from .sse import KEEPALIVE, MEDIA_TYPE, sse_event
+from .wiring import build_service, container_for, load_settings
+
+logger = logging.getLogger(__name__)
+MAX_WAIT_SECONDS = 60
+POLL_SECONDS = 0.5
+_STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def preferences(prefer: str | None) -> dict[str, str]:
+    """RFC 7240 ``Prefer`` tokens (``respond-async``, ``wait=10``), names lower-cased."""
+    found: dict[str, str] = {}
+    for part in (prefer or "").split(","):
+        token = part.split(";", 1)[0].strip()
+        if token:
+            name, _, value = token.partition("=")
+            found[name.strip().lower()] = value.strip().strip('"')
+    return found
+
+
+def _links(run_id: str) -> dict[str, str]:
+    base = f"/api/runs/{run_id}"
+    return {"self": base, "stream": f"{base}/stream", "cancel": f"{base}/cancel"}
+
+
+def _accepted_response(record: RunRecord, *, async_preferred: bool) -> Response:
+    headers = {"Location": f"/api/runs/{record.run_id}", "Retry-After": "1"}
+    if async_preferred:
+        headers["Preference-Applied"] = "respond-async"
+    return Response(record.accepted, status_code=202, media_type=JSON_MEDIA_TYPE, headers=headers)
+
+
+def run_queue(settings: Settings) -> RunQueue:
+    if settings.queue is None:
+        logger.error("Configuration error: background runs need AzureWebJobsStorage (or __queueServiceUri)")
+        raise ServerMisconfigured()
+    return RunQueue(settings.queue, settings.runs_queue)
+
+
+async def accept(
+    request: Request,
+    body: bytes,
+    run_request: RunRequest,
+    *,
+    settings: Settings,
+    service: RunService,
+    thread_id: str | None,
+    dedupe: Any,
+) -> Response:
+    """Queue a run and answer 202, or refuse it now exactly as a synchronous call would.
+
+    Writes, in order: the queue message, the thread's pending list (thread turns), the
+    record. A message without a record is dropped after its deliveries; a record is
+    written last, so one exists only for a run that will execute.
+    """
+    queue = run_queue(settings)
+    async_preferred = "respond-async" in preferences(request.headers.get("prefer"))
+    if thread_id is None:
+        await service.validate(run_request)  # missing, incompatible, pending requests: refused now
+    records = RunRecords(container_for(settings))
+    request_fingerprint = fingerprint(request.method, request.url.path, body)
+    if dedupe is not None:
+        validate_key(dedupe.key)
+        run_id = rr.keyed_run_id(dedupe.kind, dedupe.key, request.url.path)
+        existing = await records.get(run_id)
+        if existing is not None:
+            return await _replay(
+                existing, request_fingerprint, dedupe.kind, queue, settings=settings, async_preferred=async_preferred
+            )
+    else:
+        run_id = rr.new_run_id()
+    trace.get_current_span().set_attribute("run_id", run_id)
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    created_at = time.time()
+    accepted = render_json(
+        {
+            "run_id": run_id,
+            "status": rr.QUEUED,
+            "thread_id": thread_id,
+            "checkpoint_id": run_request.checkpoint_id,
+            "created_at": rr.rfc3339(created_at),
+            "links": _links(run_id),
+        }
+    )
+    await queue.enqueue(run_id)
+    if thread_id is not None:
+        await ThreadOrder(container_for(settings)).append(thread_id, run_id)
+    data = rr.new_record(
+        run_id,
+        body=body,
+        fingerprint=request_fingerprint,
+        thread_id=thread_id,
+        checkpoint_id=run_request.checkpoint_id,
+        accepted=accepted,
+        created_at=created_at,
+        traceparent=carrier,
+    )
+    try:
+        record = await records.create(run_id, data)
+    except RecordConflict:  # an identical keyed request got there first
+        existing = await records.get(run_id)
+        if existing is None:
+            raise
+        return await _replay(
+            existing, request_fingerprint, dedupe.kind, queue, settings=settings, async_preferred=async_preferred
+        )
+    return _accepted_response(record, async_preferred=async_preferred)
+
+
+async def _replay(
+    existing: RunRecord,
+    request_fingerprint: str,
+    kind: str,
+    queue: RunQueue,
+    *,
+    settings: Settings,
+    async_preferred: bool,
+) -> Response:
+    """A retry of an accepted run: its first 202 again, byte for byte; never a second run."""
+    if existing.data.get("fingerprint") != request_fingerprint:
+        if kind == WEBHOOK_ID:
+            raise WebhookIdReused("This webhook-id was already delivered with a different request.")
+        raise IdempotencyKeyReused("This Idempotency-Key was used with a different request.")
+    if existing.status == rr.QUEUED:
+        # The first accept may have died before its message or list entry landed.
+        if existing.thread_id is not None:
+            await ThreadOrder(container_for(settings)).append(existing.thread_id, existing.run_id)
+        await queue.enqueue(existing.run_id)
+    return _accepted_response(existing, async_preferred=async_preferred)
+
+
+def parse_record(settings: Settings) -> Any:
+    """How the queue trigger rebuilds a run's request from its record."""
+
+    def parse(record: RunRecord) -> RunRequest:
+        thread = record.thread_id is not None
+        parsed = parse_run_request(record.body, limits=settings.limits, thread=thread)
+        return RunRequest(
+            checkpoint_id=parsed.checkpoint_id,
+            turn=parsed.turn,
+            stream=True,
+            # A thread's background turns run one after another; a turn that still loses
+            # to a synchronous one runs again on the new head.
+            multitask="enqueue" if thread else parsed.multitask,
+            final_checkpoint_id=None if thread else record.run_id,
+        )
+
+    return parse
+
+
+def background_runs(settings: Settings) -> BackgroundRuns:
+    queue = run_queue(settings)
+    return BackgroundRuns(
+        container_for(settings),
+        build_service(settings),
+        parse_record(settings),
+        lambda run_id, delay: queue.enqueue(run_id, delay_seconds=delay),
+        thread_lock_wait_seconds=settings.thread_lock_wait_seconds,
+    )
+
+
+def _message_run_id(message: func.QueueMessage) -> str | None:
+    text = message.get_body().decode("utf-8", "replace").strip()
+    try:
+        return validate_id(text, kind="run_id")
+    except InvalidRequest:
+        logger.error("Dropped a run-queue message that is not a run ID")
+        return None
+
+
+async def handle_message(message: func.QueueMessage) -> None:
+    """The queue trigger: run (or settle) the run the message names. Raises to retry."""
+    run_id = _message_run_id(message)
+    if run_id is not None:
+        await background_runs(load_settings()).handle(run_id)
+
+
+async def handle_poisoned(message: func.QueueMessage) -> None:
+    """The poison queue: the run's message was delivered ``maxDequeueCount`` times."""
+    run_id = _message_run_id(message)
+    if run_id is not None:
+        logger.error("Run %s used up its queue deliveries", run_id)
+        await background_runs(load_settings()).handle_poisoned(run_id)
+
+
+# -- GET /api/runs/{id}, GET /api/runs/{id}/stream, POST /api/runs/{id}/cancel -------------
+
+
+async def _record(settings: Settings, run_id: str) -> RunRecord:
+    validate_id(run_id, kind="run_id")
+    record = await RunRecords(container_for(settings)).get(run_id)
+    if record is None:
+        raise RunNotFound(f"No background run has the ID '{run_id}'.")
+    return record
+
+
+def _wait_seconds(prefer: str | None) -> float:
+    raw = preferences(prefer).get("wait", "")
+    return float(min(int(raw), MAX_WAIT_SECONDS)) if raw.isascii() and raw.isdigit() else 0.0
+
+
+async def get_status(request: Request, run_id: str) -> Response:
+    """The run's status; ``Prefer: wait=N`` holds the answer until it finishes or N s pass."""
+    settings = load_settings()
+    record = await _record(settings, run_id)
+    deadline = time.monotonic() + _wait_seconds(request.headers.get("prefer"))
+    records = RunRecords(container_for(settings))
+    while not record.terminal and time.monotonic() < deadline:
+        await asyncio.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+        record = await records.get(run_id) or record
+    headers = None if record.terminal else {"Retry-After": "1"}
+    return json_response(record.to_json(), headers=headers)
+
+
+async def cancel(run_id: str) -> Response:
+    """Cancel: a queued run never starts; a running one is stopped by its watcher."""
+    settings = load_settings()
+    records = RunRecords(container_for(settings))
+    for _ in range(10):
+        record = await _record(settings, run_id)
+        if record.terminal:
+            raise RunFinished(f"The run already finished ({record.status}).")
+        if record.status == rr.QUEUED:
+            data = rr.finished(
+                record.data, rr.CANCELLED, error={"code": "cancelled", "message": "The run was cancelled."}
+            )
+        else:
+            data = {**record.data, "cancel_requested": True}
+        try:
+            written = await records.replace(record, data)
+        except RecordConflict:
+            continue
+        return json_response(written.to_json())
+    raise RunFinished("The run changed while it was being cancelled; read its status.")
+
+
+def _last_event_id(value: str | None) -> tuple[int, int]:
+    attempt, _, seq = (value or "").strip().partition(".")
+    if attempt.isascii() and attempt.isdigit() and seq.isascii() and seq.isdigit():
+        return int(attempt), int(seq)
+    return 0, 0
+
+
+async def join(request: Request, run_id: str) -> Response:
+    """SSE: the run's events from the start (or after ``Last-Event-ID``), then live."""
+    settings = load_settings()
+    record = await _record(settings, run_id)
+    container = container_for(settings)
+    start = _last_event_id(request.headers.get("last-event-id"))
+    frames = _follow(
+        RunRecords(container), EventReader(container, run_id), record, start, settings.sse_keepalive_seconds
+    )
+    return StreamingResponse(frames, media_type=MEDIA_TYPE, headers=_STREAM_HEADERS)
+
+
+async def _follow(
+    records: RunRecords, reader: EventReader, record: RunRecord, start: tuple[int, int], keepalive: float
+) -> AsyncIterator[bytes]:
+    attempt, after = start
+    attempt = max(attempt, 1)
+    offset = 0
+    quiet_since = time.monotonic()
+    while True:
+        events, offset = await reader.read(attempt, offset) if record.attempts >= attempt else ([], offset)
+        for event in events:
+            if event.seq <= after:
+                continue
+            after = event.seq
+            quiet_since = time.monotonic()
+            yield sse_event(event.name, event.data, event_id=event.event_id)
+            if event.name in ("done", "error", "cancelled"):
+                return
+        if not events:
+            if record.attempts > attempt:  # a new attempt took over: follow it
+                attempt, after, offset = attempt + 1, 0, 0
+                yield sse_event("restarted", {"run_id": record.run_id, "attempt": attempt}, event_id=f"{attempt}.0")
+                continue
+            if record.terminal:
+                final = terminal_event(record)
+                if final is not None:
+                    yield sse_event(*final, event_id=f"{attempt}.{after + 1}")
+                return
+            if time.monotonic() - quiet_since >= keepalive:
+                quiet_since = time.monotonic()
+                yield KEEPALIVE
+            await asyncio.sleep(POLL_SECONDS)
+        record = await records.get(record.run_id) or record
