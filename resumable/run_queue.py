@@ -15,8 +15,10 @@ from typing import Any
 
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from azure.storage.queue import TextBase64DecodePolicy, TextBase64EncodePolicy
+from azure.storage.queue._shared.policies_async import LinearRetry  # the aio retry (not re-exported)
 from azure.storage.queue.aio import QueueClient
 
+from . import storage_client
 from .errors import ConfigurationError
 from .storage import storage_unavailable_on_failure
 
@@ -52,9 +54,15 @@ def queue_client(target: QueueTarget, name: str) -> QueueClient:
     client = _clients.get(key)
     if client is None:
         options: dict[str, Any] = {
+            # As for blobs: two quick retries, then the caller hears 503 and decides.
+            "retry_policy": LinearRetry(backoff=0.5, retry_total=2, random_jitter_range=0.2),
+            "connection_timeout": 10,
+            "read_timeout": 10,
             "message_encode_policy": TextBase64EncodePolicy(),
             "message_decode_policy": TextBase64DecodePolicy(),
         }
+        if storage_client.request_hook is not None:  # counted with the blob operations
+            options["raw_request_hook"] = storage_client.request_hook
         if target.connection_string:
             client = QueueClient.from_connection_string(target.connection_string, name, **options)
         else:
