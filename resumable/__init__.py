@@ -14,10 +14,13 @@ can use it: a FastAPI app, a queue worker, a script.
 * ``ThreadPointers``: threads as pointer blobs moved by compare-and-swap.
 * ``IdempotencyStore`` + ``HeldClaim``: one run per key, replayed to every retry.
 * ``RunOwner``: one call's whole lifetime, cleanup included, for any entry point.
+* ``BackgroundRuns`` (+ ``RunRecords``, ``RunQueue``): queued runs executed at most once
+  per run, whatever the queue redelivers; ``ThreadOrder`` keeps a thread's turns in order.
 """
 
 __version__ = "0.1.0"
 
+from .background import BackgroundRuns
 from .blob_store import BlobCheckpointStorage
 from .checkpoint_codec import CheckpointCodec
 from .errors import ResumeError
@@ -25,11 +28,15 @@ from .held_claim import HeldClaim
 from .idempotency import IdempotencyStore
 from .resume import PreparedRun, TurnInput, prepare_run
 from .run_owner import RunOwner
+from .run_queue import RunQueue
+from .run_records import RunRecords
 from .runs import RunRequest, RunService
+from .thread_order import ThreadOrder
 from .thread_runs import ThreadRunner
 from .threads import ThreadPointers
 
 __all__ = [
+    "BackgroundRuns",
     "BlobCheckpointStorage",
     "CheckpointCodec",
     "HeldClaim",
@@ -37,8 +44,11 @@ __all__ = [
     "PreparedRun",
     "ResumeError",
     "RunOwner",
+    "RunQueue",
+    "RunRecords",
     "RunRequest",
     "RunService",
+    "ThreadOrder",
     "ThreadPointers",
     "ThreadRunner",
     "TurnInput",
