@@ -4,12 +4,15 @@ Functions Core Tools cannot run here, so this plays the host's part: it reads ea
 function's HTTP trigger binding (methods, route template, auth level), matches a
 request against them with the ``api/`` prefix from host.json, builds a real
 Starlette request (what the HTTP streaming extension hands a function) and calls the
-registered user function.
+registered user function. Queue triggers are indexed too, with their ``%SETTING%``
+expressions resolved from the environment as the host resolves them from app
+settings; ``devtools.queue_runner`` plays the host's queue listener.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -36,6 +39,22 @@ def _compile(template: str) -> re.Pattern[str]:
     return re.compile(f"/{ROUTE_PREFIX}/{regex}")
 
 
+_SETTING = re.compile(r"%([^%]+)%")
+
+
+def resolve_setting_expressions(value: str, env: dict[str, str] | None = None) -> str:
+    """``%RUNS_QUEUE%-poison`` → ``runs-poison``; a missing setting is an error, as in the host."""
+    source = os.environ if env is None else env
+
+    def one(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in source:
+            raise LookupError(f"The binding expression %{name}% names an app setting that is not set.")
+        return source[name]
+
+    return _SETTING.sub(one, value)
+
+
 @dataclass(frozen=True)
 class Trigger:
     """A non-HTTP function: its trigger binding and the user function."""
@@ -43,6 +62,13 @@ class Trigger:
     name: str
     binding: dict[str, Any]
     handler: Callable[..., Any]
+
+    @property
+    def queue_name(self) -> str | None:
+        """The queue a queueTrigger listens on, expressions resolved; None for other kinds."""
+        if self.binding.get("type") != "queueTrigger":
+            return None
+        return resolve_setting_expressions(self.binding["queueName"])
 
 
 @dataclass(frozen=True)
