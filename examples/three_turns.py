@@ -1,5 +1,6 @@
 """Demo: a three-turn conversation resumed from Blob checkpoints, one workflow run per turn,
-then a streamed turn and a webhook retry on a thread.
+then a streamed turn, a webhook retry on a thread, and a background turn (202, a queue
+runner, then the caller joins its stream and reads its status).
 
 Starts Azurite (unless CHECKPOINT_STORAGE is already set), then drives the registered
 functions in-process exactly as the Functions host would, and prints each turn's
@@ -15,14 +16,17 @@ import asyncio
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from devtools.azurite import start_azurite
 from devtools.function_host import FunctionHost
+from devtools.queue_runner import QueueRunner
 from functions_adapter.settings import Settings
 from functions_adapter.wiring import container_for
+from resumable.run_queue import close_all as close_queues
 from resumable.storage_client import close_all
 
 
@@ -93,6 +97,36 @@ async def converse(host: FunctionHost) -> None:
     print(f"  The retry got {same} and created no blob: the first reply, replayed.")
     print(f"  thread head {thread['checkpoint_id']} after {thread['turns']} turn(s): the retry ran nothing")
 
+    await background_turn(host)
+
+
+async def background_turn(host: FunctionHost) -> None:
+    """A sender that cannot wait (Slack: 3 s): 202 at once, a queue runner does the turn."""
+    print("\nA webhook that cannot wait asks for a background turn on 'ticket-42' (Prefer: respond-async):")
+    started = time.perf_counter()
+    resp = await host.request(
+        "POST",
+        "/api/threads/ticket-42/runs",
+        json_body={"messages": "Customer adds: and it was charged twice."},
+        headers={"Prefer": "respond-async", "Idempotency-Key": "delivery-8b21"},
+    )
+    accepted = await resp.json()
+    waited = (time.perf_counter() - started) * 1000
+    print(f"  HTTP {resp.status} in {waited:.0f} ms  Location: {resp.headers['location']}  status={accepted['status']}")
+    run_id = accepted["run_id"]
+    print("  The queue runner (the Functions host's part) pulls the message and runs the turn:")
+    processed = await QueueRunner(host).run_until_idle()
+    print(f"  processed {processed} message(s)")
+    print("  The caller joins the run's stream (replayed from the start, since the run is done):")
+    joined = await host.request("GET", f"/api/runs/{run_id}/stream")
+    async for event, data in joined.events():
+        shown = data if event != "done" else {"checkpoint_id": data["checkpoint_id"]}
+        print(f"  event: {event:<12} {json.dumps(shown)}")
+    status = await (await host.request("GET", f"/api/runs/{run_id}")).json()
+    reply = status["result"]["messages"][0]["content"] if status["result"] else None
+    print(f"  GET /api/runs/{run_id}: status={status['status']} attempts={status['attempts']}")
+    print(f"  bot > {reply}")
+
 
 async def _blob_names() -> set[str]:
     """Every blob in the checkpoint container (checkpoints, thread pointers, idempotency records)."""
@@ -110,12 +144,17 @@ async def main() -> None:
         azurite = start_azurite()
         os.environ["CHECKPOINT_STORAGE"] = azurite.connection_string
         print(f"Azurite listening on 127.0.0.1:{azurite.port} (in memory)\n")
+    # The run queue lives where the Functions host keeps its own state.
+    os.environ.setdefault("AzureWebJobsStorage", os.environ["CHECKPOINT_STORAGE"])
+    # The queue trigger's %RUNS_QUEUE% comes from app settings (local.settings.sample.json).
+    os.environ.setdefault("RUNS_QUEUE", "runs")
     try:
         import function_app
 
         await converse(FunctionHost(function_app.app))
     finally:
         await close_all()
+        await close_queues()
         if azurite:
             azurite.stop()
 

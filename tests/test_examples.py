@@ -57,6 +57,12 @@ def test_three_turn_demo_prints_a_checkpoint_chain(azurite: Azurite) -> None:
     assert int(first_new) >= 1 and int(retry_new) == 0
     assert "the same checkpoint ID and created no blob" in out
     assert "after 1 turn(s)" in out
+    # The background turn: 202 at once, the queue runner ran it, the stream and status agree.
+    accepted = re.search(r"^  HTTP 202 in \d+ ms  Location: /api/runs/(\w+)  status=queued$", out, re.MULTILINE)
+    assert accepted, out
+    assert "processed 1 message(s)" in out
+    assert f"GET /api/runs/{accepted.group(1)}: status=succeeded attempts=1" in out
+    assert re.search(r"^  bot > turn \d+: .*charged twice", out, re.MULTILINE), out
 
 
 # -- examples/requests.http and examples/sign_request.py -------------------------------------
@@ -132,8 +138,10 @@ def _sign(body: str, secret: str) -> dict[str, str]:
 
 
 async def test_requests_http_runs_top_to_bottom_and_covers_every_route(
-    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+    host: FunctionHost, azurite: Azurite, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("AzureWebJobsStorage", azurite.connection_string)  # the run queue
+    monkeypatch.setenv("RUNS_QUEUE", "requests-http")
     variables, requests = parse_http_file((ROOT / "examples" / "requests.http").read_text())
     replies: dict[str, Any] = {}
     bodies: list[tuple[str, bytes]] = []
@@ -158,7 +166,8 @@ async def test_requests_http_runs_top_to_bottom_and_covers_every_route(
         covered.add(matched[0].name)
         resp = await host.request(request.method, url.path, body=body.encode(), headers=headers)
         raw = await resp.body()
-        assert resp.status == 200, (request.method, url.path, raw)
+        expected = 202 if headers.get("Prefer") == "respond-async" else 200
+        assert resp.status == expected, (request.method, url.path, raw)
         bodies.append((f"{request.method} {url.path}", raw))
         if request.name:
             replies[request.name] = json.loads(raw)
@@ -172,6 +181,10 @@ async def test_requests_http_runs_top_to_bottom_and_covers_every_route(
     thread = json.loads(dict(bodies)["GET /api/threads/ticket-42"])
     assert thread["turns"] == 1
     assert replies["pause"]["status"] == "pending_requests"
+    # Nothing ran the background run: it was cancelled while queued, and its stream says so.
+    run_id = replies["background"]["run_id"]
+    assert json.loads(dict(bodies)[f"POST /api/runs/{run_id}/cancel"])["status"] == "cancelled"
+    assert b"event: cancelled" in dict(bodies)[f"GET /api/runs/{run_id}/stream"]
     # The Azure requests send the function key.
     assert remote and all("x-functions-key" in r.headers for r in remote if "health" not in r.url)
 

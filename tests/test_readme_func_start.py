@@ -27,7 +27,8 @@ import pytest
 
 from devtools.azurite import ACCOUNT, ACCOUNT_KEY
 from devtools.function_host import FunctionHost
-from resumable import storage_client
+from devtools.queue_runner import QueueRunner
+from resumable import run_queue, storage_client
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADING = "### Run it with `func start`"
@@ -207,8 +208,17 @@ async def test_readme_func_start_block_serves_a_resume(
         info = await host.request("GET", f"/api/checkpoints/{latest}")
         assert info.status == 200
         assert (await info.json())["previous_checkpoint_id"] == started
+        # A background run through the documented queue service, pulled as `func` would.
+        accepted = await host.request(
+            "POST", "/api/runs", json_body={"messages": "later"}, headers={"Prefer": "respond-async"}
+        )
+        assert accepted.status == 202, await accepted.body()
+        assert await QueueRunner(host).run_until_idle() == 1
+        status = await host.request("GET", f"/api/runs/{(await accepted.json())['run_id']}")
+        assert (await status.json())["status"] == "succeeded"
     finally:
         await storage_client.close_all()
+        await run_queue.close_all()
 
 
 def test_demo_func_starts_the_azurite_the_readme_documents(readme_block: FuncStartBlock) -> None:
