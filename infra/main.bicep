@@ -63,6 +63,12 @@ param webhookSecret string = ''
 @description('Optional Key Vault secret URI (https://<vault>.vault.azure.net/secrets/<name>) whose value is CHECKPOINT_MAC_KEYS; empty leaves checkpoint MACs off. Grant the app identity Key Vault Secrets User on that vault.')
 param checkpointMacKeysSecretUri string = ''
 
+@description('The run queue background runs use (RUNS_QUEUE); its poison queue is <name>-poison.')
+param runsQueueName string = 'runs'
+
+@description('Always-ready instances for the background-run queue trigger; 0 scales it from zero.')
+param backgroundAlwaysReady int = 0
+
 var abbrs = loadJsonContent('abbreviations.json')
 var resourceToken = toLower(uniqueString(subscription().id, resourceGroup().id, environmentName, location))
 var tags = {
@@ -91,6 +97,7 @@ module storage 'app/storage.bicep' = {
     checkpointRetentionDays: checkpointRetentionDays
     vnetEnabled: vnetEnabled
     skuName: storageSku
+    runsQueueName: runsQueueName
   }
 }
 
@@ -151,6 +158,9 @@ module functionApp 'app/function-app.bicep' = {
     identityId: identity.outputs.id
     identityClientId: identity.outputs.clientId
     storageBlobEndpoint: storage.outputs.blobEndpoint
+    storageQueueEndpoint: storage.outputs.queueEndpoint
+    runsQueueName: runsQueueName
+    backgroundAlwaysReady: backgroundAlwaysReady
     deploymentContainerName: deploymentContainerName
     checkpointContainerName: checkpointContainerName
     applicationInsightsConnectionString: monitoring.outputs.connectionString

@@ -17,12 +17,15 @@ from functions_adapter.settings import (
     CODE_SETTINGS,
     MODEL_SETTINGS,
     PLATFORM_SETTINGS,
+    QUEUE_SETTINGS,
     STORAGE_PREFIXES,
     TELEMETRY_SETTINGS,
     TUNING_SETTINGS,
 )
 from resumable.blob_store import BLOB_PREFIX
 from resumable.idempotency import PREFIX as IDEMPOTENCY_PREFIX
+from resumable.run_records import PREFIX as RUNS_PREFIX
+from resumable.thread_order import PREFIX as ORDER_PREFIX
 from resumable.threads import PREFIX as THREADS_PREFIX
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -172,7 +175,12 @@ def test_lifecycle_rules_expire_idle_threads_whole_and_idempotency_records() -> 
     text = (INFRA / "app" / "storage.bicep").read_text()
     assert "daysAfterCreationGreaterThan" not in text, "an age rule would delete a live thread's head"
     idempotency_rule = storage["variables"]["idempotencyRule"]["value"]["definition"]
-    assert idempotency_rule["filters"]["prefixMatch"] == ["${checkpointContainerName}/" + IDEMPOTENCY_PREFIX]
+    # Idempotency records, and background runs' records, event logs and pending lists: the
+    # prefixes the code writes, so a rename in code cannot leave them growing forever.
+    assert idempotency_rule["filters"]["prefixMatch"] == [
+        "${checkpointContainerName}/" + prefix for prefix in (IDEMPOTENCY_PREFIX, RUNS_PREFIX, ORDER_PREFIX)
+    ]
+    assert idempotency_rule["filters"]["blobTypes"] == ["blockBlob", "appendBlob"]
     assert idempotency_rule["actions"]["baseBlob"]["delete"] == {
         "daysAfterModificationGreaterThan": "idempotencyRetentionDays"
     }
@@ -194,7 +202,9 @@ def test_function_app_is_flex_consumption_python_matching_the_tests() -> None:
     deployment_auth = props["functionAppConfig"]["deployment"]["storage"]["authentication"]
     assert deployment_auth["type"] == "UserAssignedIdentity"
     scale = props["functionAppConfig"]["scaleAndConcurrency"]
-    assert scale == {"instanceMemoryMB": "instanceMemoryMB", "maximumInstanceCount": "maximumInstanceCount"}
+    assert (scale["instanceMemoryMB"], scale["maximumInstanceCount"]) == ("instanceMemoryMB", "maximumInstanceCount")
+    text = (INFRA / "app" / "function-app.bicep").read_text()
+    assert "name: 'function:run_in_background'" in text  # always-ready, per function, when asked for
 
 
 def test_identity_based_settings() -> None:
@@ -205,6 +215,23 @@ def test_identity_based_settings() -> None:
     assert settings["CHECKPOINT_STORAGE__blobServiceUri"] == "storageBlobEndpoint"
     assert settings["APPLICATIONINSIGHTS_AUTHENTICATION_STRING"].endswith("Authorization=AAD")
     assert settings["PYTHON_ENABLE_INIT_INDEXING"] == "1"
+    # The run queue: identity-based, from the storage module's endpoint, named by one parameter.
+    assert settings["AzureWebJobsStorage__queueServiceUri"] == "storageQueueEndpoint"
+    assert settings["RUNS_QUEUE"] == "runsQueueName"
+
+
+def test_the_run_queue_and_its_poison_queue_exist_with_the_setting_s_name() -> None:
+    storage = parsed("app/storage.bicep")["resources"]
+    assert storage["queueService"]["type"] == "Microsoft.Storage/storageAccounts/queueServices"
+    names = {storage[r]["config"]["name"] for r in ("runsQueue", "runsPoisonQueue")}
+    assert names == {"runsQueueName", "${runsQueueName}-poison"}
+    main = (INFRA / "main.bicep").read_text()
+    assert "runsQueueName: runsQueueName" in main
+    assert parsed("main.bicep")["parameters"]["runsQueueName"]["default"] == "runs"
+    assert (
+        "queueEndpoint string = storage.properties.primaryEndpoints.queue"
+        in (INFRA / "app" / "storage.bicep").read_text()
+    )
 
 
 def test_monitoring_has_local_auth_disabled() -> None:
@@ -219,6 +246,8 @@ def test_least_privilege_role_assignments() -> None:
     assert roles["storageBlobDataOwner"]["value"] == "b7e6dc6d-f1e8-4753-8033-0f276bb0955b"
     assert roles["storageBlobDataContributor"]["value"] == "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
     assert roles["monitoringMetricsPublisher"]["value"] == "3913510d-42f4-4e42-8a64-420c390055eb"
+    assert roles["storageQueueDataContributor"]["value"] == "974c5e8b-45b9-4653-ba55-5f855dd0fb88"
+    assert rbac["resources"]["queueContributor"]["type"] == "Microsoft.Authorization/roleAssignments"
     text = (INFRA / "app" / "rbac.bicep").read_text()
     # The checkpoint role is scoped to the container, not the account.
     assert re.search(r"checkpointContributor[^\n]*\n(?:.*\n){0,4}\s+scope: checkpointContainer", text)
@@ -227,11 +256,13 @@ def test_least_privilege_role_assignments() -> None:
 
 
 def test_vnet_option_adds_private_endpoint_and_delegated_subnet() -> None:
-    network = parsed("app/network.bicep")["resources"]
-    assert network["blobPrivateEndpoint"]["type"] == "Microsoft.Network/privateEndpoints"
+    network = parsed("app/network.bicep")
+    assert network["resources"]["privateEndpoints"]["type"] == "Microsoft.Network/privateEndpoints"
+    # One private endpoint and DNS zone per storage service the app uses: blobs and the run queue.
+    assert network["variables"]["storageServices"]["value"] == ["blob", "queue"]
     text = (INFRA / "app" / "network.bicep").read_text()
     assert "Microsoft.App/environments" in text
-    assert "privatelink.blob." in text
+    assert "privatelink.${service}." in text
     main = parsed("main.bicep")
     assert main["parameters"]["vnetEnabled"]["default"] is False
 
@@ -272,6 +303,8 @@ def test_settings_parity_code_local_and_bicep() -> None:
         assert f"{prefix}__clientId" in bicep
     assert "PYTHON_ENABLE_INIT_INDEXING" in local
     assert "PYTHON_ENABLE_INIT_INDEXING" in bicep
+    # The run queue: a connection string locally (AzureWebJobsStorage), the identity form in Azure.
+    assert set(QUEUE_SETTINGS) <= bicep and not set(QUEUE_SETTINGS) & local
 
 
 def test_every_setting_read_in_code_is_declared_in_settings_module() -> None:

@@ -7,6 +7,9 @@ param tags object = {}
 param identityId string
 param identityClientId string
 param storageBlobEndpoint string
+param storageQueueEndpoint string
+@description('The run queue background runs use (the storage module creates it and its poison queue).')
+param runsQueueName string
 param deploymentContainerName string
 param checkpointContainerName string
 param applicationInsightsConnectionString string
@@ -20,6 +23,9 @@ param instanceMemoryMB int
 @minValue(1)
 @maxValue(1000)
 param maximumInstanceCount int
+@description('Always-ready instances for the run_in_background queue trigger (0: scale from zero).')
+@minValue(0)
+param backgroundAlwaysReady int = 0
 @description('Which workflow factory to host (workflows/__init__.py).')
 param workflow string = 'default'
 param azureOpenAiEndpoint string = ''
@@ -41,6 +47,10 @@ var appSettings = {
   AzureWebJobsStorage__credential: 'managedidentity'
   AzureWebJobsStorage__clientId: identityClientId
   AzureWebJobsStorage__blobServiceUri: storageBlobEndpoint
+  // The run queue: the queue trigger and the app's enqueue both use this identity-based
+  // connection (AzureWebJobsStorage), never a key.
+  AzureWebJobsStorage__queueServiceUri: storageQueueEndpoint
+  RUNS_QUEUE: runsQueueName
   CHECKPOINT_STORAGE__blobServiceUri: storageBlobEndpoint
   CHECKPOINT_STORAGE__clientId: identityClientId
   CHECKPOINT_CONTAINER: checkpointContainerName
@@ -79,6 +89,13 @@ var appSettings = {
   // Message content stays out of telemetry and logs unless this is turned on.
   ENABLE_SENSITIVE_DATA: 'false'
 }
+
+var backgroundReadyInstances = [
+  {
+    name: 'function:run_in_background'
+    instanceCount: backgroundAlwaysReady
+  }
+]
 
 resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
   name: planName
@@ -131,9 +148,14 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
           }
         }
       }
+      // Flex Consumption scales every non-HTTP function on its own ("per-function
+      // scaling"): run_in_background grows with the run queue's length, apart from the
+      // HTTP group that answers the 202s. Always-ready instances are named per function
+      // ("function:<name>", aka.ms/flexconsumption/alwaysready); none by default.
       scaleAndConcurrency: {
         instanceMemoryMB: instanceMemoryMB
         maximumInstanceCount: maximumInstanceCount
+        alwaysReady: backgroundAlwaysReady > 0 ? backgroundReadyInstances : []
       }
       runtime: {
         name: 'python'

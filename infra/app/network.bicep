@@ -1,5 +1,5 @@
 // Optional private networking: a VNet whose app subnet is delegated to Flex
-// Consumption, and a private endpoint (with its DNS zone) for the blob service.
+// Consumption, and private endpoints (with their DNS zones) for the blob and queue services.
 param vnetName string
 param location string
 param tags object = {}
@@ -42,59 +42,74 @@ resource vnet 'Microsoft.Network/virtualNetworks@2024-05-01' = {
   }
 }
 
-resource blobDnsZone 'Microsoft.Network/privateDnsZones@2020-06-01' = {
-  name: 'privatelink.blob.${environment().suffixes.storage}'
-  location: 'global'
-  tags: tags
-}
+// The app reaches storage only privately: blobs (checkpoints, run records, the host's
+// state) and queues (the run queue and the host's queue triggers).
+var storageServices = [
+  'blob'
+  'queue'
+]
 
-resource blobDnsLink 'Microsoft.Network/privateDnsZones/virtualNetworkLinks@2020-06-01' = {
-  parent: blobDnsZone
-  name: '${vnetName}-link'
-  location: 'global'
-  properties: {
-    registrationEnabled: false
-    virtualNetwork: {
-      id: vnet.id
+resource dnsZones 'Microsoft.Network/privateDnsZones@2020-06-01' = [
+  for service in storageServices: {
+    name: 'privatelink.${service}.${environment().suffixes.storage}'
+    location: 'global'
+    tags: tags
+  }
+]
+
+resource dnsLinks 'Microsoft.Network/privateDnsZones/virtualNetworkLinks@2020-06-01' = [
+  for (service, i) in storageServices: {
+    parent: dnsZones[i]
+    name: '${vnetName}-link'
+    location: 'global'
+    properties: {
+      registrationEnabled: false
+      virtualNetwork: {
+        id: vnet.id
+      }
     }
   }
-}
+]
 
-resource blobPrivateEndpoint 'Microsoft.Network/privateEndpoints@2024-05-01' = {
-  name: privateEndpointName
-  location: location
-  tags: tags
-  properties: {
-    subnet: {
-      id: vnet.properties.subnets[1].id
+resource privateEndpoints 'Microsoft.Network/privateEndpoints@2024-05-01' = [
+  for service in storageServices: {
+    name: '${privateEndpointName}-${service}'
+    location: location
+    tags: tags
+    properties: {
+      subnet: {
+        id: vnet.properties.subnets[1].id
+      }
+      privateLinkServiceConnections: [
+        {
+          name: service
+          properties: {
+            privateLinkServiceId: storageAccountId
+            groupIds: [
+              service
+            ]
+          }
+        }
+      ]
     }
-    privateLinkServiceConnections: [
-      {
-        name: 'blob'
-        properties: {
-          privateLinkServiceId: storageAccountId
-          groupIds: [
-            'blob'
-          ]
-        }
-      }
-    ]
   }
-}
+]
 
-resource blobDnsGroup 'Microsoft.Network/privateEndpoints/privateDnsZoneGroups@2024-05-01' = {
-  parent: blobPrivateEndpoint
-  name: 'default'
-  properties: {
-    privateDnsZoneConfigs: [
-      {
-        name: 'blob'
-        properties: {
-          privateDnsZoneId: blobDnsZone.id
+resource dnsGroups 'Microsoft.Network/privateEndpoints/privateDnsZoneGroups@2024-05-01' = [
+  for (service, i) in storageServices: {
+    parent: privateEndpoints[i]
+    name: 'default'
+    properties: {
+      privateDnsZoneConfigs: [
+        {
+          name: service
+          properties: {
+            privateDnsZoneId: dnsZones[i].id
+          }
         }
-      }
-    ]
+      ]
+    }
   }
-}
+]
 
 output appSubnetId string = vnet.properties.subnets[0].id

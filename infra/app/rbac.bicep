@@ -11,6 +11,10 @@ param userPrincipalId string = ''
 var storageBlobDataOwner = 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b'
 var storageBlobDataContributor = 'ba92f5b4-2d11-453d-a403-e96b0029c9fe'
 var monitoringMetricsPublisher = '3913510d-42f4-4e42-8a64-420c390055eb'
+// Queue triggers with an identity need to read, update and delete messages, and to move a
+// failed one to the poison queue (a send to another queue): Storage Queue Data
+// Contributor. Message Processor alone cannot send, so it cannot poison a message.
+var storageQueueDataContributor = '974c5e8b-45b9-4653-ba55-5f855dd0fb88'
 
 var appPrincipal = {
   id: identityPrincipalId
@@ -54,6 +58,20 @@ resource checkpointContributor 'Microsoft.Authorization/roleAssignments@2022-04-
     scope: checkpointContainer
     properties: {
       roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageBlobDataContributor)
+      principalId: principal.id
+      principalType: principal.type
+    }
+  }
+]
+
+// The run queue and its poison queue, and any queue the host itself uses: the account's
+// queue service (queues have no narrower scope that covers the host's own).
+resource queueContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
+  for principal in principals: {
+    name: guid(storage.id, principal.id, storageQueueDataContributor)
+    scope: storage
+    properties: {
+      roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageQueueDataContributor)
       principalId: principal.id
       principalType: principal.type
     }

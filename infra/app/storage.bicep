@@ -10,6 +10,8 @@ param checkpointRetentionDays int
 @description('Delete idempotency records this many days after their last write.')
 param idempotencyRetentionDays int = 2
 param vnetEnabled bool
+@description('The run queue background runs use (RUNS_QUEUE); the host adds <name>-poison.')
+param runsQueueName string
 @description('Zone-redundant by default: a lost checkpoint is a lost conversation.')
 param skuName string = 'Standard_ZRS'
 
@@ -78,6 +80,24 @@ resource checkpointContainer 'Microsoft.Storage/storageAccounts/blobServices/con
   }
 }
 
+// Background runs: the run queue, and the poison queue the host moves a message to after
+// host.json's maxDequeueCount. Created here so both exist (and can be watched) before the
+// first message; the names come from the same parameter as the RUNS_QUEUE app setting.
+resource queueService 'Microsoft.Storage/storageAccounts/queueServices@2023-05-01' = {
+  parent: storage
+  name: 'default'
+}
+
+resource runsQueue 'Microsoft.Storage/storageAccounts/queueServices/queues@2023-05-01' = {
+  parent: queueService
+  name: runsQueueName
+}
+
+resource runsPoisonQueue 'Microsoft.Storage/storageAccounts/queueServices/queues@2023-05-01' = {
+  parent: queueService
+  name: '${runsQueueName}-poison'
+}
+
 // Checkpoints are immutable and one is written per turn, so without a rule the
 // container only grows. The clock is idle time, not age: every turn reads its thread's
 // pointer and head checkpoint and writes new ones, so a thread in use never loses its
@@ -109,7 +129,9 @@ var idleThreadRule = {
 }
 
 // Idempotency records carry their own TTL (IDEMPOTENCY_TTL_SECONDS, 1 day by default);
-// this rule removes them from storage a day after they stop counting.
+// this rule removes them from storage a day after they stop counting. Background runs'
+// records, event logs (append blobs) and pending lists go the same way: a run's status
+// stays readable for this long after its last change.
 var idempotencyRule = {
   name: 'expire-idempotency-records'
   enabled: true
@@ -118,9 +140,12 @@ var idempotencyRule = {
     filters: {
       blobTypes: [
         'blockBlob'
+        'appendBlob'
       ]
       prefixMatch: [
         '${checkpointContainerName}/idempotency/'
+        '${checkpointContainerName}/runs/'
+        '${checkpointContainerName}/run-order/'
       ]
     }
     actions: {
@@ -146,4 +171,5 @@ resource lifecycle 'Microsoft.Storage/storageAccounts/managementPolicies@2023-05
 output name string = storage.name
 output id string = storage.id
 output blobEndpoint string = storage.properties.primaryEndpoints.blob
+output queueEndpoint string = storage.properties.primaryEndpoints.queue
 output checkpointContainerId string = checkpointContainer.id
