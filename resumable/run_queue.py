@@ -11,16 +11,16 @@ import asyncio
 import contextlib
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
-from azure.storage.queue import TextBase64DecodePolicy, TextBase64EncodePolicy
-from azure.storage.queue._shared.policies_async import LinearRetry  # the aio retry (not re-exported)
-from azure.storage.queue.aio import QueueClient
 
 from . import storage_client
 from .errors import ConfigurationError
 from .storage import storage_unavailable_on_failure
+
+if TYPE_CHECKING:
+    from azure.storage.queue.aio import QueueClient
 
 # Queue names are 3-63 lowercase letters, digits and single hyphens; the host appends
 # "-poison" (7 characters) for messages that exhausted their deliveries.
@@ -53,6 +53,12 @@ def queue_client(target: QueueTarget, name: str) -> QueueClient:
     key = (id(asyncio.get_running_loop()), target, name)
     client = _clients.get(key)
     if client is None:
+        # Imported on first use: the queue SDK is ~50 ms of cold start that only background
+        # runs need, and every HTTP-only instance would pay it.
+        from azure.storage.queue import TextBase64DecodePolicy, TextBase64EncodePolicy  # noqa: PLC0415
+        from azure.storage.queue._shared.policies_async import LinearRetry  # noqa: PLC0415 - the aio retry
+        from azure.storage.queue.aio import QueueClient  # noqa: PLC0415
+
         options: dict[str, Any] = {
             # As for blobs: two quick retries, then the caller hears 503 and decides.
             "retry_policy": LinearRetry(backoff=0.5, retry_total=2, random_jitter_range=0.2),
