@@ -248,8 +248,10 @@ async def get_status(request: Request, run_id: str) -> Response:
     record = await _record(settings, run_id)
     deadline = time.monotonic() + _wait_seconds(request.headers.get("prefer"))
     records = RunRecords(container_for(settings))
+    pause = 0.05  # short runs answer fast; longer ones cost a read every POLL_SECONDS
     while not record.terminal and time.monotonic() < deadline:
-        await asyncio.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+        await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(POLL_SECONDS, pause * 2)
         record = await records.get(run_id) or record
     headers = None if record.terminal else {"Retry-After": "1"}
     return json_response(record.to_json(), headers=headers)
