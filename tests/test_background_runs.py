@@ -91,6 +91,17 @@ def _deliver(host: FunctionHost, message: QueueMessage, trigger: str = "run_in_b
     return host.triggers[trigger].handler(message)
 
 
+async def _running(
+    host: FunctionHost, queue: str, azurite: Azurite, text: str
+) -> tuple[str, QueueMessage, asyncio.Future[Any]]:
+    """Accept a run whose last executor blocks, deliver it, and wait until it is blocked."""
+    run_id = (await _accept(host, messages=text))["run_id"]
+    message = await _take_message(queue, azurite)
+    delivery = asyncio.ensure_future(_deliver(host, message))
+    await asyncio.wait_for(recording_workflow.WAITING.wait(), 10)
+    return run_id, message, delivery
+
+
 # -- accept ---------------------------------------------------------------------------------
 
 
@@ -309,10 +320,7 @@ async def test_redelivery_after_a_crash_mid_run_runs_it_again_once(
 async def test_a_stalled_attempt_that_lost_its_lease_commits_nothing(
     recording: FunctionHost, queue_env: str, azurite: Azurite
 ) -> None:
-    run_id = (await _accept(recording, messages="stall wait"))["run_id"]
-    message = await _take_message(queue_env, azurite)
-    first = asyncio.ensure_future(_deliver(recording, message))
-    await asyncio.wait_for(recording_workflow.WAITING.wait(), 10)
+    run_id, message, first = await _running(recording, queue_env, azurite, "stall wait")
     records = await _records()
     record = await records.get(run_id)
     assert record is not None and record.status == "running"
@@ -366,10 +374,7 @@ async def test_cancel_a_queued_run_and_it_never_starts(recording: FunctionHost, 
 async def test_cancel_a_running_run_stops_it_within_two_seconds_and_commits_nothing(
     recording: FunctionHost, queue_env: str, azurite: Azurite
 ) -> None:
-    run_id = (await _accept(recording, messages="long wait"))["run_id"]
-    message = await _take_message(queue_env, azurite)
-    delivery = asyncio.ensure_future(_deliver(recording, message))
-    await asyncio.wait_for(recording_workflow.WAITING.wait(), 10)
+    run_id, _, delivery = await _running(recording, queue_env, azurite, "long wait")
     answer = await recording.request("POST", f"/api/runs/{run_id}/cancel")
     assert answer.status == 200 and (await answer.json())["status"] == "running"
     asked = time.monotonic()
