@@ -33,6 +33,7 @@ from agent_framework import InMemoryCheckpointStorage, Message  # noqa: E402
 
 import workflows  # noqa: E402
 from bench import synthetic  # noqa: E402
+from bench.background import background_runs  # noqa: E402
 from devtools.azurite import start_azurite  # noqa: E402
 from devtools.function_host import FunctionHost  # noqa: E402
 from devtools.op_counter import OperationCounter  # noqa: E402
@@ -40,7 +41,7 @@ from functions_adapter import responses as http_responses  # noqa: E402
 from functions_adapter import wiring as composition  # noqa: E402
 from functions_adapter.request_body import parse_run_request  # noqa: E402
 from functions_adapter.settings import Settings  # noqa: E402
-from resumable import af_internals, storage_client  # noqa: E402
+from resumable import af_internals, run_queue, storage_client  # noqa: E402
 from resumable.results import ResultCollector  # noqa: E402
 from resumable.resume import prepare_run  # noqa: E402
 
@@ -605,11 +606,13 @@ async def run(plan: Plan, quick: bool) -> Report:
         await bench.size_scaling(report)
         await bench.turn_growth(report)
         await bench.concurrency(report)
+        await background_runs(bench, report, summary, ms, interleaved)
         bench.use(2, 20 * KB)
         os.environ["WORKFLOW"] = "default"
         base = (await bench.post({"messages": "cold start base"}))["checkpoint_id"]
     finally:
         await storage_client.close_all()
+        await run_queue.close_all()
     bench.cold_start(report, base)
     return report
 
@@ -623,6 +626,7 @@ def main() -> None:
     plan = QUICK if args.quick else FULL
     azurite = start_azurite()
     os.environ["CHECKPOINT_STORAGE"] = azurite.connection_string
+    os.environ.update(AzureWebJobsStorage=azurite.connection_string, RUNS_QUEUE="bench-runs")
     started = time.perf_counter()
     try:
         report = asyncio.run(run(plan, args.quick))
