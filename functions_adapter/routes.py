@@ -17,7 +17,7 @@ from resumable import __version__
 from resumable.af_internals import AGENT_FRAMEWORK_VERSION
 from resumable.errors import InvalidRequest, PayloadTooLarge, ThreadNotFound, UnsupportedMediaType
 from resumable.held_claim import HeldClaim
-from resumable.idempotency import IDEMPOTENCY_KEY, WEBHOOK_ID, StoredResponse, fingerprint
+from resumable.idempotency import WEBHOOK_ID, StoredResponse, fingerprint
 from resumable.ids import is_ascii_digits, validate_id
 from resumable.run_owner import RunOwner
 from resumable.runs import Runner, RunRequest
@@ -80,7 +80,11 @@ async def _post_run(request: Request, *, thread_id: str | None) -> Response:
     body = await read_body(request, settings.max_request_bytes)
     if settings.webhook_secrets:
         webhook_signature.verify(
-            request.headers, body, settings.webhook_secrets, tolerance_seconds=settings.webhook_tolerance_seconds
+            request.headers,
+            body,
+            settings.webhook_secrets,
+            tolerance_seconds=settings.webhook_tolerance_seconds,
+            scheme=settings.webhook_scheme,
         )
     require_json(request.headers.get("content-type"))
     if thread_id is not None:
@@ -117,18 +121,24 @@ class DedupeKey:
 
 
 def _dedupe_key(request: Request, settings: Settings) -> DedupeKey | None:
-    """What makes a retry "the same request": the verified ``webhook-id`` when requests
-    are signed, else the ``Idempotency-Key`` header, else nothing.
+    """What makes a retry "the same request".
 
-    A signed delivery captured in transit could otherwise be sent again, within the
-    signature's tolerance window, with a fresh Idempotency-Key; keyed by its signed
-    message ID, it replays the first response instead (the Standard Webhooks advice).
+    With Standard Webhooks signatures on, the verified ``webhook-id``: a signed delivery
+    captured in transit could otherwise be sent again, within the signature's tolerance
+    window, with a fresh Idempotency-Key; keyed by its signed message ID, it replays the
+    first response instead (the Standard Webhooks advice). Otherwise the first header of
+    ``IDEMPOTENCY_HEADERS`` that the request carries (``Idempotency-Key``, then
+    ``webhook-id`` by default; ``X-GitHub-Delivery`` for GitHub), each a namespace of its
+    own, so one header's value never matches another's.
     """
-    if settings.webhook_secrets:
+    if settings.webhook_secrets and settings.webhook_scheme == "standard":
         ttl = max(settings.idempotency_ttl_seconds, 2 * settings.webhook_tolerance_seconds)
         return DedupeKey(request.headers["webhook-id"], WEBHOOK_ID, ttl)
-    key = request.headers.get("idempotency-key")
-    return None if key is None else DedupeKey(key, IDEMPOTENCY_KEY, settings.idempotency_ttl_seconds)
+    for header in settings.idempotency_headers:
+        key = request.headers.get(header)
+        if key is not None:
+            return DedupeKey(key, header, settings.idempotency_ttl_seconds)
+    return None
 
 
 async def _execute(runner: Runner, request: RunRequest, claim: HeldClaim | None, keepalive: float) -> Response:

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -16,7 +17,7 @@ from resumable.errors import ConfigurationError
 from resumable.run_queue import QueueTarget, validate_queue_name
 from resumable.storage_client import StorageTarget
 
-from .signatures import secret_bytes
+from .signatures import SCHEMES, secret_bytes
 
 # The two places checkpoint storage can be configured, in order of precedence. Each
 # is either a connection string (PREFIX) or a service URI for managed identity
@@ -42,6 +43,8 @@ TUNING_SETTINGS = (
     "IDEMPOTENCY_TTL_SECONDS",
     "WEBHOOK_SECRET",
     "WEBHOOK_TOLERANCE_SECONDS",
+    "WEBHOOK_SCHEME",
+    "IDEMPOTENCY_HEADERS",
     "THREAD_LOCK_WAIT_SECONDS",
     "SSE_KEEPALIVE_SECONDS",
     "RUNS_QUEUE",
@@ -110,6 +113,10 @@ class Settings:
     sse_keepalive_seconds: float = 15.0
     # HMAC keys for checkpoint blobs (``kid:base64key``, comma-separated; the first signs).
     checkpoint_mac_keys: tuple[MacKey, ...] = ()
+    # Which signature scheme WEBHOOK_SECRET verifies: standard (Standard Webhooks), github, slack.
+    webhook_scheme: str = "standard"
+    # Headers whose value names a request for deduplication, first present wins.
+    idempotency_headers: tuple[str, ...] = ("idempotency-key", "webhook-id")
     # Background runs: the queue (RUNS_QUEUE) and where it lives (AzureWebJobsStorage).
     runs_queue: str = "runs"
     queue: QueueTarget | None = None
@@ -137,6 +144,8 @@ class Settings:
             thread_lock_wait_seconds=float(_positive_int(env, "THREAD_LOCK_WAIT_SECONDS", 30)),
             sse_keepalive_seconds=_positive_float(env, "SSE_KEEPALIVE_SECONDS", 15.0),
             checkpoint_mac_keys=_checkpoint_mac_keys(env),
+            webhook_scheme=_webhook_scheme(env),
+            idempotency_headers=_idempotency_headers(env),
             runs_queue=_runs_queue(env),
             queue=_queue_target(env),
         )
@@ -176,6 +185,25 @@ def _storage_target(env: Mapping[str, str]) -> StorageTarget:
         "No checkpoint storage configured: set CHECKPOINT_STORAGE (a connection string) or "
         "CHECKPOINT_STORAGE__blobServiceUri (managed identity); AzureWebJobsStorage is the fallback."
     )
+
+
+def _webhook_scheme(env: Mapping[str, str]) -> str:
+    scheme = env.get("WEBHOOK_SCHEME", "").strip().lower() or "standard"
+    if scheme not in SCHEMES:
+        raise SettingsError(f"WEBHOOK_SCHEME must be one of {', '.join(SCHEMES)}, not {scheme!r}.")
+    return scheme
+
+
+_HEADER_NAME = re.compile(r"[A-Za-z0-9-]+")
+
+
+def _idempotency_headers(env: Mapping[str, str]) -> tuple[str, ...]:
+    raw = env.get("IDEMPOTENCY_HEADERS", "").strip() or "Idempotency-Key,webhook-id"
+    names = tuple(name.strip().lower() for name in raw.split(",") if name.strip())
+    bad = [name for name in names if not _HEADER_NAME.fullmatch(name)]
+    if bad or not names:
+        raise SettingsError(f"IDEMPOTENCY_HEADERS must list header names, comma-separated; not {bad or raw!r}.")
+    return names
 
 
 def _runs_queue(env: Mapping[str, str]) -> str:

@@ -1,9 +1,16 @@
-"""Inbound webhook signatures in the Standard Webhooks style.
+"""Inbound webhook signatures: Standard Webhooks (the default), GitHub and Slack.
 
-The sender signs ``"{webhook-id}.{webhook-timestamp}.{raw body}"`` with HMAC-SHA256
-and sends ``webhook-signature: v1,<base64>`` (several, space-separated, during key
-rotation). Secrets are ``whsec_<base64>``, or any other string used as UTF-8 bytes.
-Checked before the body is parsed or storage is touched.
+* ``standard``: the sender signs ``"{webhook-id}.{webhook-timestamp}.{raw body}"`` with
+  HMAC-SHA256 and sends ``webhook-signature: v1,<base64>`` (several, space-separated,
+  during key rotation).
+* ``github``: ``X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the raw body>``. GitHub
+  signs no timestamp, so a captured delivery stays valid: dedupe it by
+  ``X-GitHub-Delivery`` (``IDEMPOTENCY_HEADERS``).
+* ``slack``: ``X-Slack-Signature: v0=<hex HMAC-SHA256 of "v0:{timestamp}:{raw body}">``
+  with ``X-Slack-Request-Timestamp`` inside the tolerance (5 minutes by default).
+
+Secrets are ``whsec_<base64>``, or any other string used as UTF-8 bytes. Every scheme
+compares in constant time, and runs before the body is parsed or storage is touched.
 """
 
 from __future__ import annotations
@@ -37,6 +44,9 @@ def sign(secret: str, message_id: str, timestamp: int, body: bytes) -> str:
     return "v1," + base64.b64encode(digest).decode()
 
 
+SCHEMES = ("standard", "github", "slack")
+
+
 def verify(
     headers: Mapping[str, str],
     body: bytes,
@@ -44,8 +54,46 @@ def verify(
     *,
     tolerance_seconds: int,
     now: float | None = None,
+    scheme: str = "standard",
 ) -> None:
-    """Raise ``InvalidSignature`` unless a current secret signed this exact body recently."""
+    """Raise ``InvalidSignature`` unless a current secret signed this exact body (recently,
+    where the scheme signs a timestamp)."""
+    if scheme == "github":
+        _verify_hex(headers.get("x-hub-signature-256", ""), "sha256=", secrets, body)
+        return
+    if scheme == "slack":
+        raw_timestamp = headers.get("x-slack-request-timestamp", "")
+        _check_timestamp(raw_timestamp, tolerance_seconds, now)
+        _verify_hex(headers.get("x-slack-signature", ""), "v0=", secrets, f"v0:{raw_timestamp}:".encode() + body)
+        return
+    _verify_standard(headers, body, secrets, tolerance_seconds=tolerance_seconds, now=now)
+
+
+def _check_timestamp(raw_timestamp: str, tolerance_seconds: int, now: float | None) -> int:
+    if not is_ascii_digits(raw_timestamp) or len(raw_timestamp) > 12:
+        raise InvalidSignature("Missing or malformed signature timestamp header.")
+    timestamp = int(raw_timestamp)
+    current = time.time() if now is None else now
+    if abs(current - timestamp) > tolerance_seconds:
+        raise InvalidSignature("The webhook timestamp is outside the accepted window.")
+    return timestamp
+
+
+def _verify_hex(offered: str, prefix: str, secrets: Sequence[str], signed: bytes) -> None:
+    """``<prefix><hex HMAC-SHA256 of signed>`` (GitHub's and Slack's form)."""
+    if not offered.startswith(prefix):
+        raise InvalidSignature("Missing or malformed webhook signature header.")
+    candidate = offered.removeprefix(prefix).strip().lower().encode()
+    for secret in secrets:
+        expected = hmac.new(secret_bytes(secret), signed, hashlib.sha256).hexdigest().encode()
+        if hmac.compare_digest(expected, candidate):
+            return
+    raise InvalidSignature("The webhook signature does not match.")
+
+
+def _verify_standard(
+    headers: Mapping[str, str], body: bytes, secrets: Sequence[str], *, tolerance_seconds: int, now: float | None
+) -> None:
     message_id = headers.get("webhook-id", "")
     raw_timestamp = headers.get("webhook-timestamp", "")
     offered = headers.get("webhook-signature", "")
@@ -54,10 +102,7 @@ def verify(
     id_ok = len(message_id) <= _MAX_ID_LENGTH and all(" " < ch <= "~" for ch in message_id)
     if not id_ok or not is_ascii_digits(raw_timestamp) or len(raw_timestamp) > 12:
         raise InvalidSignature("Malformed webhook-id or webhook-timestamp header.")
-    timestamp = int(raw_timestamp)
-    current = time.time() if now is None else now
-    if abs(current - timestamp) > tolerance_seconds:
-        raise InvalidSignature("The webhook timestamp is outside the accepted window.")
+    timestamp = _check_timestamp(raw_timestamp, tolerance_seconds, now)
     candidates = [part.partition(",")[2] for part in offered.split() if part.startswith("v1,")]
     for secret in secrets:
         expected = sign(secret, message_id, timestamp, body).partition(",")[2]

@@ -36,6 +36,15 @@ param openAiCompatibleApiKey string = ''
 @secure()
 @description('Webhook signing secret(s); empty turns signature verification off.')
 param webhookSecret string = ''
+@allowed([
+  'standard'
+  'github'
+  'slack'
+])
+@description('The signature scheme WEBHOOK_SECRET verifies.')
+param webhookScheme string = 'standard'
+@description('Headers whose value deduplicates a delivery, comma-separated, first present wins.')
+param idempotencyHeaders string = 'Idempotency-Key,webhook-id'
 @description('Key Vault secret URI holding CHECKPOINT_MAC_KEYS (kid:base64key[,...]); empty leaves checkpoint MACs off. The identity needs Key Vault Secrets User on the vault.')
 param checkpointMacKeysSecretUri string = ''
 @description('Subnet for outbound VNet integration; empty for none.')
@@ -68,6 +77,10 @@ var appSettings = {
   // verification off; in production use a Key Vault reference rather than a literal.
   WEBHOOK_SECRET: webhookSecret
   WEBHOOK_TOLERANCE_SECONDS: '300'
+  // Which scheme WEBHOOK_SECRET verifies (standard, github or slack), and which headers name a
+  // delivery for deduplication, first present wins (GitHub: X-GitHub-Delivery).
+  WEBHOOK_SCHEME: webhookScheme
+  IDEMPOTENCY_HEADERS: idempotencyHeaders
   // A comment line on a silent SSE stream this often, so idle-timeout proxies keep it open.
   SSE_KEEPALIVE_SECONDS: '15'
   // How long an enqueue turn waits for the turn ahead of it on the same instance (then 409).
