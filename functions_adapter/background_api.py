@@ -37,6 +37,7 @@ from resumable.run_records import RunRecord, RunRecords
 from resumable.runs import RunRequest, RunService
 from resumable.thread_order import ThreadOrder
 
+from . import callback_url, callbacks
 from .request_body import parse_run_request
 from .responses import JSON_MEDIA_TYPE, json_response, render_json
 from .settings import Settings
@@ -97,6 +98,7 @@ async def accept(
     """
     queue = run_queue(settings)
     async_preferred = "respond-async" in preferences(request.headers.get("prefer"))
+    callback = await _callback_state(run_request.callback_url or settings.callback_url, settings)
     if thread_id is None:
         await service.validate(run_request)  # missing, incompatible, pending requests: refused now
     records = RunRecords(container_for(settings))
@@ -138,6 +140,8 @@ async def accept(
         created_at=created_at,
         traceparent=carrier,
     )
+    if callback is not None:
+        data["callback"] = callback
     try:
         record = await records.create(run_id, data)
     except RecordConflict:  # an identical keyed request got there first
@@ -172,6 +176,25 @@ async def _replay(
     return _accepted_response(existing, async_preferred=async_preferred)
 
 
+async def _callback_state(url: str | None, settings: Settings) -> dict[str, Any] | None:
+    """The run's callback, checked now (400 for an address this app will not call)."""
+    if url is None:
+        return None
+    if not settings.callback_secrets:
+        logger.error("Configuration error: a callback was asked for and CALLBACK_SECRET is not set")
+        raise ServerMisconfigured()
+    checked = await callback_url.check(url, callbacks.policy_of(settings))
+    return callbacks.new_state(checked.url)
+
+
+def refuse_synchronous_callback(run_request: RunRequest) -> None:
+    """A callback belongs to a background run: a synchronous caller has the result in hand."""
+    if run_request.callback_url is not None:
+        raise InvalidRequest(
+            "'callback_url' needs a background run: add 'Prefer: respond-async' or \"background\": true."
+        )
+
+
 def parse_record(settings: Settings) -> Any:
     """How the queue trigger rebuilds a run's request from its record."""
 
@@ -191,6 +214,10 @@ def parse_record(settings: Settings) -> Any:
     return parse
 
 
+def _callbacks(settings: Settings) -> callbacks.Callbacks:
+    return callbacks.Callbacks(RunRecords(container_for(settings)), run_queue(settings), settings)
+
+
 def background_runs(settings: Settings) -> BackgroundRuns:
     queue = run_queue(settings)
     return BackgroundRuns(
@@ -199,6 +226,7 @@ def background_runs(settings: Settings) -> BackgroundRuns:
         parse_record(settings),
         lambda run_id, delay: queue.enqueue(run_id, delay_seconds=delay),
         thread_lock_wait_seconds=settings.thread_lock_wait_seconds,
+        on_finished=_callbacks(settings).schedule,
     )
 
 
@@ -214,16 +242,22 @@ def _message_run_id(message: func.QueueMessage) -> str | None:
 async def handle_message(message: func.QueueMessage) -> None:
     """The queue trigger: run (or settle) the run the message names. Raises to retry."""
     run_id = _message_run_id(message)
-    if run_id is not None:
-        await background_runs(load_settings()).handle(run_id)
+    if run_id is None:
+        return
+    settings = load_settings()
+    if run_id.startswith(callbacks.MESSAGE_PREFIX):
+        await _callbacks(settings).deliver(run_id.removeprefix(callbacks.MESSAGE_PREFIX))
+    else:
+        await background_runs(settings).handle(run_id)
 
 
 async def handle_poisoned(message: func.QueueMessage) -> None:
     """The poison queue: the run's message was delivered ``maxDequeueCount`` times."""
     run_id = _message_run_id(message)
-    if run_id is not None:
-        logger.error("Run %s used up its queue deliveries", run_id)
-        await background_runs(load_settings()).handle_poisoned(run_id)
+    if run_id is None or run_id.startswith(callbacks.MESSAGE_PREFIX):
+        return  # a callback whose deliveries failed for storage reasons: its attempts are recorded
+    logger.error("Run %s used up its queue deliveries", run_id)
+    await background_runs(load_settings()).handle_poisoned(run_id)
 
 
 # -- GET /api/runs/{id}, GET /api/runs/{id}/stream, POST /api/runs/{id}/cancel -------------
@@ -254,7 +288,14 @@ async def get_status(request: Request, run_id: str) -> Response:
         pause = min(POLL_SECONDS, pause * 2)
         record = await records.get(run_id) or record
     headers = None if record.terminal else {"Retry-After": "1"}
-    return json_response(record.to_json(), headers=headers)
+    return json_response(status_json(record), headers=headers)
+
+
+def status_json(record: RunRecord) -> dict[str, Any]:
+    body = record.to_json()
+    if record.data.get("callback"):
+        body["callback"] = callbacks.public_view(record.data["callback"])
+    return body
 
 
 async def cancel(run_id: str) -> Response:
@@ -275,7 +316,8 @@ async def cancel(run_id: str) -> Response:
             written = await records.replace(record, data)
         except RecordConflict:
             continue
-        return json_response(written.to_json())
+        await _callbacks(settings).schedule(written)  # a queued run cancelled: report it
+        return json_response(status_json(written))
     raise RunFinished("The run changed while it was being cancelled; read its status.")
 
 

@@ -21,9 +21,9 @@ from .settings import InputLimits
 
 _ROLES = ("user", "system")
 _MULTITASK = ("reject", "enqueue")
-_RUN_FIELDS = frozenset({"checkpoint_id", "messages", "responses", "stream", "background"})
+_RUN_FIELDS = frozenset({"checkpoint_id", "messages", "responses", "stream", "background", "callback_url"})
 # A thread run resumes from the thread's head, so it names no checkpoint.
-_THREAD_FIELDS = frozenset({"messages", "responses", "stream", "multitask", "background"})
+_THREAD_FIELDS = frozenset({"messages", "responses", "stream", "multitask", "background", "callback_url"})
 
 
 def wants_event_stream(accept: str | None) -> bool:
@@ -64,6 +64,9 @@ def parse_run_request(
     background = data.get("background", False)
     if not isinstance(background, bool):
         raise InvalidRequest("'background' must be true or false.")
+    callback_url = data.get("callback_url")
+    if callback_url is not None and not isinstance(callback_url, str):
+        raise InvalidRequest("'callback_url' must be a string.")
     multitask = data.get("multitask", "reject")
     if multitask not in _MULTITASK:
         raise InvalidRequest(f"'multitask' must be one of {', '.join(_MULTITASK)}.")
@@ -81,6 +84,7 @@ def parse_run_request(
         stream=stream or wants_event_stream(accept),
         multitask=multitask,
         background=background,
+        callback_url=callback_url,
     )
 
 

@@ -104,6 +104,7 @@ async def _post_run(request: Request, *, thread_id: str | None) -> Response:
         return await background_api.accept(
             request, body, run_request, settings=settings, service=service, thread_id=thread_id, dedupe=dedupe
         )
+    background_api.refuse_synchronous_callback(run_request)
     if dedupe is None:
         return await _execute(runner, run_request, None, settings.sse_keepalive_seconds)
     store = idempotency_store(settings, service, ttl_seconds=dedupe.ttl_seconds)

@@ -48,6 +48,13 @@ TUNING_SETTINGS = (
     "THREAD_LOCK_WAIT_SECONDS",
     "SSE_KEEPALIVE_SECONDS",
     "RUNS_QUEUE",
+    "CALLBACK_SECRET",
+    "CALLBACK_URL",
+    "CALLBACK_ALLOWED_HOSTS",
+    "CALLBACK_ALLOW_LOCAL_HTTP",
+    "CALLBACK_MAX_ATTEMPTS",
+    "CALLBACK_MAX_SECONDS",
+    "CALLBACK_RETRY_SCHEDULE",
     "WORKFLOW",
 )
 # The model behind WORKFLOW=chat-agents: Azure OpenAI (or Foundry) with Entra ID, or an
@@ -76,6 +83,9 @@ PLATFORM_SETTINGS = (
 )
 
 DEFAULT_MAX_REQUEST_BYTES = 1024 * 1024
+# Callback retries: about 5 s, 30 s, 2 min, 10 min, 30 min, 1 h, then every 2 h (the
+# last entry repeats) until CALLBACK_MAX_ATTEMPTS or CALLBACK_MAX_SECONDS.
+DEFAULT_RETRY_SCHEDULE = (5.0, 30.0, 120.0, 600.0, 1800.0, 3600.0, 7200.0)
 
 
 # A setting is missing or malformed: the library's ConfigurationError, which workflow
@@ -120,6 +130,14 @@ class Settings:
     # Background runs: the queue (RUNS_QUEUE) and where it lives (AzureWebJobsStorage).
     runs_queue: str = "runs"
     queue: QueueTarget | None = None
+    # Completion callbacks (functions_adapter/callbacks.py).
+    callback_secrets: tuple[str, ...] = ()
+    callback_url: str | None = None
+    callback_allowed_hosts: tuple[str, ...] = ()
+    callback_allow_local_http: bool = False
+    callback_max_attempts: int = 20
+    callback_max_seconds: int = 86_400
+    callback_retry_schedule: tuple[float, ...] = DEFAULT_RETRY_SCHEDULE
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -148,6 +166,15 @@ class Settings:
             idempotency_headers=_idempotency_headers(env),
             runs_queue=_runs_queue(env),
             queue=_queue_target(env),
+            callback_secrets=_secrets(env, "CALLBACK_SECRET"),
+            callback_url=env.get("CALLBACK_URL", "").strip() or None,
+            callback_allowed_hosts=tuple(
+                h.strip().lower() for h in env.get("CALLBACK_ALLOWED_HOSTS", "").split(",") if h.strip()
+            ),
+            callback_allow_local_http=_flag(env, "CALLBACK_ALLOW_LOCAL_HTTP"),
+            callback_max_attempts=_positive_int(env, "CALLBACK_MAX_ATTEMPTS", 20),
+            callback_max_seconds=_positive_int(env, "CALLBACK_MAX_SECONDS", 86_400),
+            callback_retry_schedule=_schedule(env),
         )
 
 
@@ -229,15 +256,39 @@ def _checkpoint_mac_keys(env: Mapping[str, str]) -> tuple[MacKey, ...]:
 
 
 def _webhook_secrets(env: Mapping[str, str]) -> tuple[str, ...]:
-    # Several secrets, space- or comma-separated, so a secret can be rotated.
-    secrets = tuple(s for s in env.get("WEBHOOK_SECRET", "").replace(",", " ").split() if s)
+    return _secrets(env, "WEBHOOK_SECRET")
+
+
+def _secrets(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    # Several secrets, space- or comma-separated, so a secret can be rotated (the first signs).
+    secrets = tuple(s for s in env.get(name, "").replace(",", " ").split() if s)
     for secret in secrets:
         try:
             key = secret_bytes(secret)
         except ValueError as exc:
-            raise SettingsError(f"WEBHOOK_SECRET: {exc}") from None
-        check_key_length("WEBHOOK_SECRET", key)
+            raise SettingsError(f"{name}: {exc}") from None
+        check_key_length(name, key)
     return secrets
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if raw not in ("", "true", "false", "1", "0"):
+        raise SettingsError(f"{name} must be true or false, not {raw!r}.")
+    return raw in ("true", "1")
+
+
+def _schedule(env: Mapping[str, str]) -> tuple[float, ...]:
+    raw = env.get("CALLBACK_RETRY_SCHEDULE", "").strip()
+    if not raw:
+        return DEFAULT_RETRY_SCHEDULE
+    try:
+        delays = tuple(float(part) for part in raw.split(","))
+    except ValueError:
+        raise SettingsError("CALLBACK_RETRY_SCHEDULE must be seconds, comma-separated.") from None
+    if not delays or any(not 0 <= d <= 7 * 86_400 for d in delays):
+        raise SettingsError("CALLBACK_RETRY_SCHEDULE delays must be between 0 and 7 days (the queue's limit).")
+    return delays
 
 
 # An HMAC key shorter than this can be guessed; an empty one (``whsec_``) signs with

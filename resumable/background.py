@@ -72,6 +72,8 @@ ORPHAN_ENTRY_SECONDS = 120.0
 RequestParser = Callable[[RunRecord], RunRequest]
 # Sends (run ID, delay in seconds) to the run queue again.
 Requeue = Callable[[str, int], Awaitable[None]]
+# Told about every finished run this instance sees (again after a crash: idempotent).
+Finished = Callable[[RunRecord], Awaitable[None]]
 _EXHAUSTED = {
     "code": "delivery_attempts_exhausted",
     "message": "The run's queue message was delivered the maximum number of times; nothing was committed.",
@@ -260,7 +262,9 @@ class BackgroundRuns:
         requeue: Requeue,
         *,
         thread_lock_wait_seconds: float = 30.0,
+        on_finished: Finished | None = None,
     ) -> None:
+        self._on_finished = on_finished
         self._container = container
         self.records = RunRecords(container)
         self.order = ThreadOrder(container)
@@ -272,10 +276,16 @@ class BackgroundRuns:
     async def handle(self, run_id: str) -> None:
         """One delivery of ``run_id``. Raises only to have the queue deliver it again."""
         record = await self._wait_for_record(run_id)
-        if record.thread_id is not None:
+        if record.terminal:
+            await self._finished(record)  # a redelivery after a crash that followed the outcome
+        elif record.thread_id is not None:
             await self._drain(record.thread_id, run_id)
         else:
             await self._run(record, run_id)
+
+    async def _finished(self, record: RunRecord | None) -> None:
+        if record is not None and record.terminal and self._on_finished is not None:
+            await self._on_finished(record)
 
     async def handle_poisoned(self, run_id: str) -> None:
         """A message that used up its deliveries: the run fails, unless it committed or
@@ -294,7 +304,7 @@ class BackgroundRuns:
                 else rr.finished(record.data, rr.FAILED, error=_EXHAUSTED)
             )
             try:
-                await self.records.replace(record, outcome)
+                await self._finished(await self.records.replace(record, outcome))
                 return
             except RecordConflict:
                 record = await self.records.get(run_id)
@@ -342,6 +352,7 @@ class BackgroundRuns:
                 front = await self.records.get(front_id)
                 if front is None or not front.terminal:
                     return
+            await self._finished(front)
             await self.order.remove(thread_id, front_id)
 
     async def _run(self, record: RunRecord, delivered: str) -> None:
@@ -357,6 +368,8 @@ class BackgroundRuns:
                 current = await self.records.get(record.run_id)
                 if current is not None and current.lease_live:
                     await self._watch_later(current, delivered)
+                elif record.thread_id is None:
+                    await self._finished(current)
                 return
             record, token = claimed
             lease = await self._attempt(record, token)
@@ -367,6 +380,8 @@ class BackgroundRuns:
                 # The outcome could not be written: hand the message back; the next
                 # delivery settles the run from its record once the lease lapses.
                 raise RecordNotReady(record.run_id)
+            if record.thread_id is None:  # a thread's turns are reported as the drain pops them
+                await self._finished(lease.record)
             return
 
     async def _claim(self, record: RunRecord, held: str | None = None) -> tuple[RunRecord, str] | None:

@@ -40,6 +40,8 @@ class RunRequest:
     final_checkpoint_id: str | None = None
     # Asked to run in the background (``"background": true``); the adapter answers 202.
     background: bool = False
+    # Where a background run's outcome is POSTed when it finishes (checked by the adapter).
+    callback_url: str | None = None
 
 
 class AfterSave(Protocol):
