@@ -63,6 +63,12 @@ param webhookSecret string = ''
 @description('Optional Key Vault secret URI (https://<vault>.vault.azure.net/secrets/<name>) whose value is CHECKPOINT_MAC_KEYS; empty leaves checkpoint MACs off. Grant the app identity Key Vault Secrets User on that vault.')
 param checkpointMacKeysSecretUri string = ''
 
+@description('Optional Key Vault secret URI whose value is CALLBACK_SECRET (whsec_...), which signs completion callbacks; empty leaves callbacks off. Grant the app identity Key Vault Secrets User on that vault.')
+param callbackSecretUri string = ''
+
+@description('Hosts completion callbacks may go to, comma-separated (exact names and *.example.com); empty allows any public HTTPS host.')
+param callbackAllowedHosts string = ''
+
 @description('The run queue background runs use (RUNS_QUEUE); its poison queue is <name>-poison.')
 param runsQueueName string = 'runs'
 
@@ -161,6 +167,8 @@ module functionApp 'app/function-app.bicep' = {
     storageQueueEndpoint: storage.outputs.queueEndpoint
     runsQueueName: runsQueueName
     backgroundAlwaysReady: backgroundAlwaysReady
+    callbackSecretUri: callbackSecretUri
+    callbackAllowedHosts: callbackAllowedHosts
     deploymentContainerName: deploymentContainerName
     checkpointContainerName: checkpointContainerName
     applicationInsightsConnectionString: monitoring.outputs.connectionString

@@ -218,6 +218,10 @@ def test_identity_based_settings() -> None:
     # The run queue: identity-based, from the storage module's endpoint, named by one parameter.
     assert settings["AzureWebJobsStorage__queueServiceUri"] == "storageQueueEndpoint"
     assert settings["RUNS_QUEUE"] == "runsQueueName"
+    # Callbacks: the secret only ever from Key Vault, and local http never on in Azure.
+    secret = settings["CALLBACK_SECRET"]["operator"]["operands"]
+    assert (secret["true_value"], secret["false_value"]) == ("", "@Microsoft.KeyVault(SecretUri=${callbackSecretUri})")
+    assert settings["CALLBACK_ALLOW_LOCAL_HTTP"] == "false"
 
 
 def test_the_run_queue_and_its_poison_queue_exist_with_the_setting_s_name() -> None:

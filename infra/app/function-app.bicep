@@ -45,6 +45,10 @@ param webhookSecret string = ''
 param webhookScheme string = 'standard'
 @description('Headers whose value deduplicates a delivery, comma-separated, first present wins.')
 param idempotencyHeaders string = 'Idempotency-Key,webhook-id'
+@description('Key Vault secret URI holding CALLBACK_SECRET (whsec_...), which signs completion callbacks; empty turns callbacks off (a request asking for one gets 500). The identity needs Key Vault Secrets User on the vault.')
+param callbackSecretUri string = ''
+@description('Hosts callbacks may go to, comma-separated (exact names and *.example.com); empty allows any public HTTPS host.')
+param callbackAllowedHosts string = ''
 @description('Key Vault secret URI holding CHECKPOINT_MAC_KEYS (kid:base64key[,...]); empty leaves checkpoint MACs off. The identity needs Key Vault Secrets User on the vault.')
 param checkpointMacKeysSecretUri string = ''
 @description('Subnet for outbound VNet integration; empty for none.')
@@ -60,6 +64,16 @@ var appSettings = {
   // connection (AzureWebJobsStorage), never a key.
   AzureWebJobsStorage__queueServiceUri: storageQueueEndpoint
   RUNS_QUEUE: runsQueueName
+  // Completion callbacks: signed with a secret resolved from Key Vault by the app's identity
+  // (never a literal, never defaulted); without it a request that asks for a callback is a 500.
+  CALLBACK_SECRET: empty(callbackSecretUri) ? '' : '@Microsoft.KeyVault(SecretUri=${callbackSecretUri})'
+  CALLBACK_URL: ''
+  CALLBACK_ALLOWED_HOSTS: callbackAllowedHosts
+  // Local development only (http://127.0.0.1): never on in Azure.
+  CALLBACK_ALLOW_LOCAL_HTTP: 'false'
+  CALLBACK_MAX_ATTEMPTS: '20'
+  CALLBACK_MAX_SECONDS: '86400'
+  CALLBACK_RETRY_SCHEDULE: '5,30,120,600,1800,3600,7200'
   CHECKPOINT_STORAGE__blobServiceUri: storageBlobEndpoint
   CHECKPOINT_STORAGE__clientId: identityClientId
   CHECKPOINT_CONTAINER: checkpointContainerName
