@@ -43,6 +43,9 @@ from .settings import Settings
 logger = logging.getLogger(__name__)
 MESSAGE_PREFIX = "callback."
 TIMEOUT_SECONDS = 10.0
+# A payload over this carries no result, only ``"result_truncated": true``: the receiver
+# reads it from GET /api/runs/{id}. Keeps one slow receiver from holding megabytes.
+MAX_PAYLOAD_BYTES = 256 * 1024
 PENDING, DELIVERED, STOPPED, GAVE_UP = "pending", "delivered", "stopped", "gave_up"
 
 
@@ -76,7 +79,10 @@ def payload(record: RunRecord) -> bytes:
         body["result"] = status["result"]
     else:
         body["error"] = status["error"]
-    return strict_json.dumps(body)
+    encoded = strict_json.dumps(body)
+    if len(encoded) > MAX_PAYLOAD_BYTES:
+        encoded = strict_json.dumps({**body, "result": None, "result_truncated": True})
+    return encoded
 
 
 def signed_headers(secret: str, message_id: str, body: bytes, timestamp: int | None = None) -> dict[str, str]:

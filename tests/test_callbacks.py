@@ -19,7 +19,7 @@ from devtools.azurite import Azurite
 from devtools.function_host import FunctionHost
 from devtools.queue_runner import QueueRunner
 from devtools.webhook_receiver import WebhookReceiver
-from functions_adapter import wiring
+from functions_adapter import callbacks, wiring
 from functions_adapter.callback_url import CallbackPolicy, CallbackRefused, PinnedResolver, check, parse
 from resumable import run_queue
 
@@ -242,3 +242,14 @@ async def test_callback_url_setting_is_the_default(
     assert response.status == 202
     await QueueRunner(callback_env).run_until_idle()
     assert len(receiver.deliveries) == 1 and receiver.deliveries[0].verified
+
+
+async def test_a_result_over_the_payload_cap_is_left_for_the_status_route(
+    callback_env: FunctionHost, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(callbacks, "MAX_PAYLOAD_BYTES", 200)
+    run_id = await _background(callback_env, receiver.url, "a reply longer than two hundred bytes " * 4)
+    await QueueRunner(callback_env).run_until_idle()
+    payload = receiver.deliveries[0].json()
+    assert payload["result"] is None and payload["result_truncated"] is True
+    assert (await _status(callback_env, run_id))["result"]["checkpoint_id"] == run_id
