@@ -64,6 +64,24 @@ async def get_thread(req: Request) -> Response:
     return await http_api.handle_get_thread(req, req.path_params.get("thread_id", ""))
 
 
+@app.route(route="threads/{thread_id}", methods=["DELETE"])
+async def delete_thread(req: Request) -> Response:
+    """Delete a thread whole (pointer, checkpoints, records); 202 if a repeat must finish it."""
+    return await http_api.handle_delete_thread(req, req.path_params.get("thread_id", ""))
+
+
+@app.route(route="threads/{thread_id}/history", methods=["GET"])
+async def thread_history(req: Request) -> Response:
+    """A thread's lineage, newest first, paginated by an opaque cursor."""
+    return await http_api.handle_thread_history(req, req.path_params.get("thread_id", ""))
+
+
+@app.route(route="threads/{thread_id}/metadata", methods=["PUT"])
+async def put_thread_metadata(req: Request) -> Response:
+    """Replace a thread's metadata (channel or ticket IDs); If-Match makes it conditional."""
+    return await http_api.handle_put_thread_metadata(req, req.path_params.get("thread_id", ""))
+
+
 @app.route(route="checkpoints/{checkpoint_id}", methods=["GET"])
 async def get_checkpoint(req: Request) -> Response:
     """A checkpoint's metadata and lineage (never its state)."""

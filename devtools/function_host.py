@@ -11,6 +11,7 @@ settings; ``devtools.queue_runner`` plays the host's queue listener.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -151,6 +152,22 @@ class FunctionHost:
         self.routes = index.routes
         self.triggers = index.triggers
 
+    def queue_triggers(self) -> list[Trigger]:
+        """The app's queueTrigger functions, in registration order."""
+        return [t for t in self.triggers.values() if t.binding.get("type") == "queueTrigger"]
+
+    async def invoke_queue_trigger(self, name: str, message: func.QueueMessage) -> None:
+        """Call the queue-triggered function ``name`` with ``message``, as the host would.
+
+        An exception propagates: that is how the host learns a delivery failed.
+        """
+        trigger = self.triggers.get(name)
+        if trigger is None or trigger.queue_name is None:
+            raise LookupError(f"{name!r} is not a queue-triggered function of this app.")
+        result = trigger.handler(message)
+        if inspect.isawaitable(result):  # a sync function is allowed too
+            await result
+
     def match(self, method: str, path: str) -> tuple[Route, dict[str, str]] | None:
         for route in self.routes:
             found = route.pattern.fullmatch(path)
@@ -173,16 +190,19 @@ class FunctionHost:
         all_headers = {"content-length": str(len(body)), **{k.lower(): v for k, v in (headers or {}).items()}}
         if json_body is not None:
             all_headers.setdefault("content-type", "application/json")
+        path, _, query = path.partition("?")
         matched = self.match(method, path)
         if matched is None:
             return HostResponse(404, {}, Response(status_code=404))
         route, path_params = matched
-        request = Request(_scope(method, path, all_headers, path_params), _receiver(body))
+        request = Request(_scope(method, path, all_headers, path_params, query), _receiver(body))
         response: Response = await route.handler(request)
         return HostResponse(response.status_code, dict(response.headers), response)
 
 
-def _scope(method: str, path: str, headers: dict[str, str], path_params: dict[str, str]) -> dict[str, Any]:
+def _scope(
+    method: str, path: str, headers: dict[str, str], path_params: dict[str, str], query: str = ""
+) -> dict[str, Any]:
     return {
         "type": "http",
         "http_version": "1.1",
@@ -190,7 +210,7 @@ def _scope(method: str, path: str, headers: dict[str, str], path_params: dict[st
         "scheme": "http",
         "path": path,
         "raw_path": path.encode(),
-        "query_string": b"",
+        "query_string": query.encode("latin-1"),
         "root_path": "",
         "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()],
         "client": ("127.0.0.1", 50000),

@@ -23,7 +23,9 @@ _ROLES = ("user", "system")
 _MULTITASK = ("reject", "enqueue")
 _RUN_FIELDS = frozenset({"checkpoint_id", "messages", "responses", "stream", "background", "callback_url"})
 # A thread run resumes from the thread's head, so it names no checkpoint.
-_THREAD_FIELDS = frozenset({"messages", "responses", "stream", "multitask", "background", "callback_url"})
+_THREAD_FIELDS = frozenset(
+    {"messages", "responses", "stream", "multitask", "background", "callback_url", "from_checkpoint_id"}
+)
 
 
 def wants_event_stream(accept: str | None) -> bool:
@@ -53,17 +55,12 @@ def parse_run_request(
     if unknown:
         raise InvalidRequest(f"Unknown field(s): {', '.join(unknown)}.", details={"allowed": sorted(allowed)})
 
-    checkpoint_id = data.get("checkpoint_id")
-    if checkpoint_id is not None:
-        checkpoint_id = validate_id(checkpoint_id, kind="checkpoint_id")
+    checkpoint_id = _optional_id(data, "checkpoint_id")
+    fork_from = _optional_id(data, "from_checkpoint_id")
     messages = _parse_messages(data["messages"], limits) if data.get("messages") is not None else None
     responses = _parse_responses(data["responses"], limits) if data.get("responses") is not None else None
-    stream = data.get("stream", False)
-    if not isinstance(stream, bool):
-        raise InvalidRequest("'stream' must be true or false.")
-    background = data.get("background", False)
-    if not isinstance(background, bool):
-        raise InvalidRequest("'background' must be true or false.")
+    stream = _flag(data, "stream")
+    background = _flag(data, "background")
     callback_url = data.get("callback_url")
     if callback_url is not None and not isinstance(callback_url, str):
         raise InvalidRequest("'callback_url' must be a string.")
@@ -85,7 +82,20 @@ def parse_run_request(
         multitask=multitask,
         background=background,
         callback_url=callback_url,
+        fork_from=fork_from,
     )
+
+
+def _optional_id(data: dict[str, Any], field: str) -> str | None:
+    value = data.get(field)
+    return None if value is None else validate_id(value, kind=field)
+
+
+def _flag(data: dict[str, Any], field: str) -> bool:
+    value = data.get(field, False)
+    if not isinstance(value, bool):
+        raise InvalidRequest(f"'{field}' must be true or false.")
+    return value
 
 
 def _parse_messages(value: Any, limits: InputLimits) -> list[Message]:

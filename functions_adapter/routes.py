@@ -15,16 +15,15 @@ from fastapi import Request, Response
 
 from resumable import __version__
 from resumable.af_internals import AGENT_FRAMEWORK_VERSION
-from resumable.errors import InvalidRequest, PayloadTooLarge, ThreadNotFound, UnsupportedMediaType
+from resumable.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
 from resumable.held_claim import HeldClaim
 from resumable.idempotency import WEBHOOK_ID, StoredResponse, fingerprint
 from resumable.ids import is_ascii_digits, validate_id
 from resumable.run_owner import RunOwner
 from resumable.runs import Runner, RunRequest
 from resumable.thread_runs import ThreadRunner
-from resumable.threads import live_head
 
-from . import background_api
+from . import background_api, thread_api
 from . import signatures as webhook_signature
 from .request_body import parse_run_request
 from .request_trace import traced
@@ -88,7 +87,7 @@ async def _post_run(request: Request, *, thread_id: str | None) -> Response:
         )
     require_json(request.headers.get("content-type"))
     if thread_id is not None:
-        validate_id(thread_id, kind="thread_id")
+        await thread_api.gate(request, settings, "threads/{thread_id}/runs", thread_id)
     run_request = parse_run_request(
         body, accept=request.headers.get("accept"), limits=settings.limits, thread=thread_id is not None
     )
@@ -96,7 +95,12 @@ async def _post_run(request: Request, *, thread_id: str | None) -> Response:
     runner: Runner = (
         service
         if thread_id is None
-        else ThreadRunner(service, thread_id, lock_wait_seconds=settings.thread_lock_wait_seconds)
+        else ThreadRunner(
+            service,
+            thread_id,
+            lock_wait_seconds=settings.thread_lock_wait_seconds,
+            restart_expired=settings.thread_expired == "restart",
+        )
     )
 
     dedupe = _dedupe_key(request, settings)
@@ -165,16 +169,29 @@ async def handle_get_checkpoint(request: Request, checkpoint_id: str) -> Respons
 
 
 async def handle_get_thread(request: Request, thread_id: str) -> Response:
-    """``GET /api/threads/{id}``: the pointer and its recent lineage."""
+    """``GET /api/threads/{id}``: the pointer, its recent lineage and its metadata."""
+    return await traced(request, "threads/{thread_id}", lambda: thread_api.get_thread(request, thread_id))
 
-    async def get() -> Response:
-        service = build_service(load_settings())
-        head = await live_head(service.pointers, service.store, validate_id(thread_id, kind="thread_id"))
-        if head is None:
-            raise ThreadNotFound(f"Thread '{thread_id}' has no turns yet.")
-        return json_response(head.to_json())
 
-    return await traced(request, "threads/{thread_id}", get)
+async def handle_thread_history(request: Request, thread_id: str) -> Response:
+    """``GET /api/threads/{id}/history``: the lineage, newest first, a page at a time."""
+    return await traced(request, "threads/{thread_id}/history", lambda: thread_api.get_history(request, thread_id))
+
+
+async def handle_delete_thread(request: Request, thread_id: str) -> Response:
+    """``DELETE /api/threads/{id}``: the pointer, every checkpoint and every record of the thread."""
+    return await traced(request, "threads/{thread_id}", lambda: thread_api.delete(request, thread_id))
+
+
+async def handle_put_thread_metadata(request: Request, thread_id: str) -> Response:
+    """``PUT /api/threads/{id}/metadata``: a small JSON object of strings, ``If-Match`` honoured."""
+
+    async def put() -> Response:
+        body = await read_body(request, load_settings().max_request_bytes)
+        require_json(request.headers.get("content-type"))
+        return await thread_api.put_metadata(request, thread_id, body)
+
+    return await traced(request, "threads/{thread_id}/metadata", put)
 
 
 async def handle_get_run(request: Request, run_id: str) -> Response:

@@ -48,6 +48,11 @@ TUNING_SETTINGS = (
     "THREAD_LOCK_WAIT_SECONDS",
     "SSE_KEEPALIVE_SECONDS",
     "RUNS_QUEUE",
+    "THREAD_AUTHORIZER",
+    "THREAD_PRINCIPAL_HEADER",
+    "THREAD_PRINCIPAL_CLAIM",
+    "THREAD_DELETE_SECONDS",
+    "THREAD_EXPIRED",
     "CALLBACK_SECRET",
     "CALLBACK_URL",
     "CALLBACK_ALLOWED_HOSTS",
@@ -130,6 +135,13 @@ class Settings:
     # Background runs: the queue (RUNS_QUEUE) and where it lives (AzureWebJobsStorage).
     runs_queue: str = "runs"
     queue: QueueTarget | None = None
+    # Who may touch a thread: ``module:function`` (functions_adapter/authorization.py).
+    thread_authorizer: str | None = None
+    # How long one DELETE /api/threads/{id} works before answering 202 (a repeat goes on).
+    thread_delete_seconds: float = 20.0
+    # A turn on a thread that expired: "refuse" (410 once, the next turn starts anew) or
+    # "restart" (this turn starts the new thread and says "thread_created": true).
+    thread_expired: str = "refuse"
     # Completion callbacks (functions_adapter/callbacks.py).
     callback_secrets: tuple[str, ...] = ()
     callback_url: str | None = None
@@ -166,6 +178,9 @@ class Settings:
             idempotency_headers=_idempotency_headers(env),
             runs_queue=_runs_queue(env),
             queue=_queue_target(env),
+            thread_authorizer=env.get("THREAD_AUTHORIZER", "").strip() or None,
+            thread_delete_seconds=_positive_float(env, "THREAD_DELETE_SECONDS", 20.0),
+            thread_expired=_choice(env, "THREAD_EXPIRED", ("refuse", "restart")),
             callback_secrets=_secrets(env, "CALLBACK_SECRET"),
             callback_url=env.get("CALLBACK_URL", "").strip() or None,
             callback_allowed_hosts=tuple(
@@ -269,6 +284,13 @@ def _secrets(env: Mapping[str, str], name: str) -> tuple[str, ...]:
             raise SettingsError(f"{name}: {exc}") from None
         check_key_length(name, key)
     return secrets
+
+
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
+    value = env.get(name, "").strip().lower() or choices[0]
+    if value not in choices:
+        raise SettingsError(f"{name} must be one of {', '.join(choices)}, not {value!r}.")
+    return value
 
 
 def _flag(env: Mapping[str, str], name: str) -> bool:

@@ -63,6 +63,12 @@ param webhookSecret string = ''
 @description('Optional Key Vault secret URI (https://<vault>.vault.azure.net/secrets/<name>) whose value is CHECKPOINT_MAC_KEYS; empty leaves checkpoint MACs off. Grant the app identity Key Vault Secrets User on that vault.')
 param checkpointMacKeysSecretUri string = ''
 
+@description('THREAD_AUTHORIZER, e.g. functions_adapter.authorizers:thread_prefix_of_principal; empty: no per-thread authorization.')
+param threadAuthorizer string = ''
+
+@description('Entra ID app (client) ID: turns on App Service Authentication (Easy Auth) in front of the app. Empty: off.')
+param easyAuthClientId string = ''
+
 @description('Optional Key Vault secret URI whose value is CALLBACK_SECRET (whsec_...), which signs completion callbacks; empty leaves callbacks off. Grant the app identity Key Vault Secrets User on that vault.')
 param callbackSecretUri string = ''
 
@@ -168,6 +174,8 @@ module functionApp 'app/function-app.bicep' = {
     runsQueueName: runsQueueName
     backgroundAlwaysReady: backgroundAlwaysReady
     callbackSecretUri: callbackSecretUri
+    threadAuthorizer: threadAuthorizer
+    easyAuthClientId: easyAuthClientId
     callbackAllowedHosts: callbackAllowedHosts
     deploymentContainerName: deploymentContainerName
     checkpointContainerName: checkpointContainerName

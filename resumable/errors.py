@@ -216,3 +216,21 @@ class AlreadyCommitted(ResumeError):
     def __init__(self, body: bytes) -> None:
         super().__init__("An earlier attempt of this run committed.")
         self.body = body
+
+
+class CheckpointNotInThread(ResumeError):
+    """A fork named a checkpoint outside the thread's lineage (another thread's, or a lost race's)."""
+
+    code = "checkpoint_not_in_thread"
+
+
+class Forbidden(ResumeError):
+    """The thread authorizer refused this request; nothing was read or run."""
+
+    code = "forbidden"
+
+
+class PreconditionFailed(ResumeError):
+    """An ``If-Match`` ETag no longer matches: someone changed the resource first."""
+
+    code = "precondition_failed"

@@ -217,6 +217,7 @@ class IdempotencyStore:
     async def _finish(self, name: str, data: dict[str, Any], etag: str) -> Record | None:
         record = {
             "state": "completed",
+            "thread_id": data.get("thread_id"),  # so deleting a thread finds its records
             "fingerprint": data["fingerprint"],
             "status": data["status"],
             "body": data["body"],

@@ -42,6 +42,10 @@ class RunRequest:
     background: bool = False
     # Where a background run's outcome is POSTed when it finishes (checked by the adapter).
     callback_url: str | None = None
+    # A thread turn that forks: resume from this checkpoint of the thread's lineage, not its head.
+    fork_from: str | None = None
+    # The turn started a new thread where an expired one was (reported as ``thread_created``).
+    thread_created: bool = False
 
 
 class AfterSave(Protocol):
@@ -99,7 +103,7 @@ class RunService:
         collector: ResultCollector,
         head: AfterSave | None,
         before_commit: CommitHook | None,
-        final_checkpoint_id: str | None = None,
+        request: RunRequest,
     ) -> tuple[dict[str, Any], bytes]:
         """Persist the final checkpoint, then let ``head`` (a thread turn) commit it.
 
@@ -108,9 +112,11 @@ class RunService:
         lost race) is ``thread_runs``' business, not this module's.
         """
         saved = await run.final_checkpoint()
-        if final_checkpoint_id is not None:
-            saved.checkpoint_id = final_checkpoint_id
+        if request.final_checkpoint_id is not None:
+            saved.checkpoint_id = request.final_checkpoint_id
         body = collector.body(saved)
+        if request.thread_created:
+            body["thread_created"] = True
         rendered = strict_json.dumps(body)
         thread_id = head.thread_id if head else None
         if before_commit is not None:
@@ -166,7 +172,7 @@ class RunService:
         async with aclosing(run.events()) as events:
             async for event in events:
                 collector.add(event)
-        return (await self._save(run, collector, head, before_commit, request.final_checkpoint_id))[1]
+        return (await self._save(run, collector, head, before_commit, request))[1]
 
     async def open_stream(
         self,
@@ -197,7 +203,7 @@ class RunService:
             head=head,
             before_commit=before_commit,
             scope=RequestScope.capture(),
-            final_checkpoint_id=request.final_checkpoint_id,
+            request=request,
         )
 
     async def _stream(
@@ -209,7 +215,7 @@ class RunService:
         head: AfterSave | None,
         before_commit: CommitHook | None,
         scope: RequestScope,
-        final_checkpoint_id: str | None,
+        request: RunRequest,
     ) -> AsyncIterator[Event]:
         collector = ResultCollector()
         try:
@@ -220,7 +226,7 @@ class RunService:
                     if item is not None:
                         yield item
             with within(scope):
-                body, _ = await self._save(run, collector, head, before_commit, final_checkpoint_id)
+                body, _ = await self._save(run, collector, head, before_commit, request)
             yield "done", body
         except ResumeError as exc:
             yield "error", exc.to_body()

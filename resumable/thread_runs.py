@@ -21,7 +21,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import CheckpointNotFound, ResumeError, ThreadBusy, ThreadExpired
+from .errors import CheckpointNotFound, CheckpointNotInThread, ResumeError, ThreadBusy, ThreadExpired
 from .runs import CommitHook, Event, RunRequest, RunService
 from .threads import ThreadHead, ThreadHeld, ThreadLocks, expired
 
@@ -82,7 +82,9 @@ class ThreadRunner:
         locks: ThreadLocks = process_locks,
         *,
         lock_wait_seconds: float = DEFAULT_LOCK_WAIT_SECONDS,
+        restart_expired: bool = False,
     ) -> None:
+        self.restart_expired = restart_expired
         self.service = service
         self.thread_id = thread_id
         self.locks = locks
@@ -99,9 +101,19 @@ class ThreadRunner:
         return self.locks.hold(self.thread_id, wait_seconds=left)
 
     async def _at_head(self, request: RunRequest) -> tuple[ThreadHead, RunRequest]:
-        """The thread's head as read now, and the request aimed at its checkpoint."""
+        """The thread's head as read now, and the request aimed at its checkpoint (or, for a
+        fork, at ``from_checkpoint_id``, which must be in the thread's lineage)."""
         head = await self.service.pointers.read(self.thread_id)
-        return head, dataclasses.replace(request, checkpoint_id=head.checkpoint_id)
+        if head.deleting:
+            raise ThreadBusy("This thread is being deleted; nothing was run.")
+        start = head.checkpoint_id
+        if request.fork_from is not None:
+            if not await self.service.is_committed(request.fork_from, self.thread_id):
+                raise CheckpointNotInThread(
+                    f"Checkpoint '{request.fork_from}' is not in the lineage of thread '{self.thread_id}'."
+                )
+            start = request.fork_from
+        return head, dataclasses.replace(request, checkpoint_id=start)
 
     async def _expired(self, head: ThreadHead) -> ThreadExpired | None:
         """After a resume found no checkpoint: ``ThreadExpired`` if the head is really gone.
@@ -130,6 +142,15 @@ class ThreadRunner:
             raise gone from exc
 
     async def run_to_json(self, request: RunRequest, *, before_commit: CommitHook | None = None) -> bytes:
+        try:
+            return await self._run_to_json(request, before_commit)
+        except ThreadExpired:
+            if not self.restart_expired:
+                raise
+            # The stale pointer is gone (``_expired``): the turn starts a new thread.
+            return await self._run_to_json(dataclasses.replace(request, thread_created=True), before_commit)
+
+    async def _run_to_json(self, request: RunRequest, before_commit: CommitHook | None) -> bytes:
         attempts = MAX_ATTEMPTS if request.multitask == "enqueue" else 1
         deadline = self._deadline(request)
         for attempt in range(attempts):
@@ -156,6 +177,16 @@ class ThreadRunner:
         The hold is released by whoever closes ``cleanup`` (the run's owner); without one,
         this worker's turn is held only while the stream is being opened.
         """
+        try:
+            return await self._open_stream(request, before_commit, cleanup)
+        except ThreadExpired:
+            if not self.restart_expired:
+                raise
+            return await self._open_stream(dataclasses.replace(request, thread_created=True), before_commit, cleanup)
+
+    async def _open_stream(
+        self, request: RunRequest, before_commit: CommitHook | None, cleanup: AsyncExitStack | None
+    ) -> AsyncIterator[Event]:
         async with AsyncExitStack() as local:
             await local.enter_async_context(self._hold(self._deadline(request)))
             head, turn = await self._at_head(request)

@@ -55,6 +55,8 @@ class ThreadHead:
     recent: tuple[str, ...]
     etag: str | None
     updated_at: float | None = None
+    # A delete is in progress (``thread_admin.delete_thread``): turns are refused until it ends.
+    deleting: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -66,7 +68,8 @@ class ThreadHead:
 
     def record(self) -> dict[str, Any]:
         """What the pointer blob holds."""
-        return {**self.to_json(), "updated_at": self.updated_at if self.updated_at is not None else time.time()}
+        data = {**self.to_json(), "updated_at": self.updated_at if self.updated_at is not None else time.time()}
+        return {**data, "deleting": True} if self.deleting else data
 
 
 def blob_name(thread_id: str) -> str:
@@ -108,7 +111,10 @@ def parse_pointer(thread_id: str, data: object, etag: str) -> ThreadHead:
         raise _unreadable(thread_id, "recent_checkpoint_ids is not a list of checkpoint IDs")
     if updated_at is not None and (type(updated_at) not in (int, float)):
         raise _unreadable(thread_id, "updated_at is not a number")
-    return ThreadHead(thread_id, checkpoint_id, turns, tuple(recent), etag, updated_at)
+    deleting = data.get("deleting", False)
+    if type(deleting) is not bool:
+        raise _unreadable(thread_id, "deleting is not true or false")
+    return ThreadHead(thread_id, checkpoint_id, turns, tuple(recent), etag, updated_at, deleting)
 
 
 class ThreadPointers:

@@ -166,11 +166,14 @@ async def test_requests_http_runs_top_to_bottom_and_covers_every_route(
         covered.add(matched[0].name)
         resp = await host.request(request.method, url.path, body=body.encode(), headers=headers)
         raw = await resp.body()
-        expected = 202 if headers.get("Prefer") == "respond-async" else 200
+        expected = 202 if headers.get("Prefer") == "respond-async" else 204 if request.method == "DELETE" else 200
         assert resp.status == expected, (request.method, url.path, raw)
         bodies.append((f"{request.method} {url.path}", raw))
         if request.name:
             replies[request.name] = json.loads(raw)
+        if request.method == "DELETE":
+            gone = await host.request("GET", url.path)
+            assert gone.status == 404
         if headers.get("Accept") == "text/event-stream":
             assert b"event: done" in raw
 

@@ -365,6 +365,9 @@ def test_routes_and_auth_levels_are_registered_as_documented(host: FunctionHost)
         ("cancel_run", ("POST",), "FUNCTION"),
         ("thread_runs", ("POST",), "FUNCTION"),
         ("get_thread", ("GET",), "FUNCTION"),
+        ("delete_thread", ("DELETE",), "FUNCTION"),
+        ("thread_history", ("GET",), "FUNCTION"),
+        ("put_thread_metadata", ("PUT",), "FUNCTION"),
         ("get_checkpoint", ("GET",), "FUNCTION"),
         ("health", ("GET",), "ANONYMOUS"),
     }

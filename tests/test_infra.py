@@ -332,3 +332,12 @@ def test_optional_azure_openai_uses_the_identity_and_is_off_by_default() -> None
     assert settings["AZURE_CLIENT_ID"] == "identityClientId"
     assert settings["ENABLE_SENSITIVE_DATA"] == "false"
     assert "chat-agents" in (INFRA / "main.bicep").read_text()
+
+
+def test_easy_auth_is_an_optional_entra_id_front_door_that_leaves_health_open() -> None:
+    app = parsed("app/function-app.bicep")
+    assert app["parameters"]["easyAuthClientId"]["default"] == ""
+    text = (INFRA / "app" / "function-app.bicep").read_text()
+    assert "resource easyAuth 'Microsoft.Web/sites/config@2024-04-01' = if (length(easyAuthClientId) > 0)" in text
+    assert "unauthenticatedClientAction: 'Return401'" in text and "'/api/health'" in text
+    assert "easyAuthClientId: easyAuthClientId" in (INFRA / "main.bicep").read_text()

@@ -48,6 +48,7 @@ async def test_a_thread_remembers_its_head(host: FunctionHost) -> None:
         "checkpoint_id": second["checkpoint_id"],
         "turns": 2,
         "recent_checkpoint_ids": [second["checkpoint_id"], first["checkpoint_id"]],
+        "metadata": {},
     }
 
 

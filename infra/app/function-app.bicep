@@ -45,6 +45,10 @@ param webhookSecret string = ''
 param webhookScheme string = 'standard'
 @description('Headers whose value deduplicates a delivery, comma-separated, first present wins.')
 param idempotencyHeaders string = 'Idempotency-Key,webhook-id'
+@description('THREAD_AUTHORIZER (module:function); empty lets any caller with a function key use any thread.')
+param threadAuthorizer string = ''
+@description('Entra ID app (client) ID for App Service Authentication (Easy Auth) in front of the app; empty leaves it off.')
+param easyAuthClientId string = ''
 @description('Key Vault secret URI holding CALLBACK_SECRET (whsec_...), which signs completion callbacks; empty turns callbacks off (a request asking for one gets 500). The identity needs Key Vault Secrets User on the vault.')
 param callbackSecretUri string = ''
 @description('Hosts callbacks may go to, comma-separated (exact names and *.example.com); empty allows any public HTTPS host.')
@@ -99,6 +103,14 @@ var appSettings = {
   SSE_KEEPALIVE_SECONDS: '15'
   // How long an enqueue turn waits for the turn ahead of it on the same instance (then 409).
   THREAD_LOCK_WAIT_SECONDS: '30'
+  // Who may touch a thread (module:function); the ready one binds thread IDs to the caller's
+  // Entra ID object ID, trusted only with Easy Auth on (easyAuthClientId below).
+  THREAD_AUTHORIZER: threadAuthorizer
+  THREAD_PRINCIPAL_HEADER: ''
+  THREAD_PRINCIPAL_CLAIM: ''
+  THREAD_DELETE_SECONDS: '20'
+  // A turn on an expired thread: refuse (410 once) or restart (a new thread, "thread_created": true).
+  THREAD_EXPIRED: 'refuse'
   WORKFLOW: workflow
   // The model for WORKFLOW=chat-agents: Azure OpenAI as the managed identity (AZURE_CLIENT_ID
   // picks it for DefaultAzureCredential), or an OpenAI-compatible endpoint and key.
@@ -194,6 +206,41 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
   resource settings 'config' = {
     name: 'appsettings'
     properties: appSettings
+  }
+}
+
+
+// Optional App Service Authentication with Entra ID: callers need a token for the app,
+// the platform validates it and forwards X-MS-CLIENT-PRINCIPAL (which the ready thread
+// authorizer then trusts). Health stays open for probes.
+resource easyAuth 'Microsoft.Web/sites/config@2024-04-01' = if (length(easyAuthClientId) > 0) {
+  parent: functionApp
+  name: 'authsettingsV2'
+  properties: {
+    platform: {
+      enabled: true
+    }
+    globalValidation: {
+      requireAuthentication: true
+      unauthenticatedClientAction: 'Return401'
+      excludedPaths: [
+        '/api/health'
+      ]
+    }
+    identityProviders: {
+      azureActiveDirectory: {
+        enabled: true
+        registration: {
+          clientId: easyAuthClientId
+          openIdIssuer: 'https://login.microsoftonline.com/${tenant().tenantId}/v2.0'
+        }
+        validation: {
+          allowedAudiences: [
+            'api://${easyAuthClientId}'
+          ]
+        }
+      }
+    }
   }
 }
 

@@ -1,0 +1,65 @@
+"""Who may touch a thread: an optional hook named by ``THREAD_AUTHORIZER=module:function``.
+
+The hook is called as ``hook(route=..., thread_id=..., headers=..., metadata=...)`` and
+returns true to allow (it may be async). A refusal is 403 ``forbidden``, decided before
+anything runs or changes. The headers it sees never include an unverified principal:
+``X-MS-CLIENT-PRINCIPAL*`` are passed on only when App Service Authentication (Easy
+Auth) is on (``WEBSITE_AUTH_ENABLED=True``, set by the platform), because only then did
+the platform itself put them there.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import logging
+import os
+from collections.abc import Callable, Mapping
+from functools import lru_cache
+from typing import Any
+
+from resumable.errors import Forbidden
+
+from .settings import SettingsError
+
+logger = logging.getLogger(__name__)
+PRINCIPAL_HEADERS = ("x-ms-client-principal", "x-ms-client-principal-id", "x-ms-client-principal-name")
+
+
+def easy_auth_enabled(env: Mapping[str, str] | None = None) -> bool:
+    return (os.environ if env is None else env).get("WEBSITE_AUTH_ENABLED", "").strip().lower() == "true"
+
+
+def trusted_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The request's headers, lower-cased, without principal headers Easy Auth did not set."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    if not easy_auth_enabled():
+        for name in PRINCIPAL_HEADERS:
+            lowered.pop(name, None)
+    return lowered
+
+
+@lru_cache(maxsize=8)
+def load(spec: str) -> Callable[..., Any]:
+    module_name, _, attribute = spec.partition(":")
+    try:
+        hook = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise SettingsError(f"THREAD_AUTHORIZER {spec!r} cannot be imported: {exc}") from None
+    if not callable(hook):
+        raise SettingsError(f"THREAD_AUTHORIZER {spec!r} is not callable.")
+    return hook
+
+
+async def authorize(
+    spec: str | None, *, route: str, thread_id: str, headers: Mapping[str, str], metadata: dict[str, str]
+) -> None:
+    """``Forbidden`` unless the configured hook allows this request (no hook: allowed)."""
+    if not spec:
+        return
+    verdict = load(spec)(route=route, thread_id=thread_id, headers=trusted_headers(headers), metadata=metadata)
+    if inspect.isawaitable(verdict):
+        verdict = await verdict
+    if verdict is not True:
+        logger.info("Thread authorizer refused %s on thread %s", route, thread_id)
+        raise Forbidden("You may not use this thread.")

@@ -1,0 +1,103 @@
+"""Threads as a resource: read, history, metadata, delete; and the authorization gate."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import Request, Response
+
+from resumable import strict_json
+from resumable.errors import InvalidRequest, ThreadNotFound
+from resumable.ids import is_ascii_digits, validate_id
+from resumable.thread_admin import MAX_PAGE, ThreadMetadata, delete_thread, history
+from resumable.threads import live_head
+
+from .authorization import authorize
+from .responses import json_response
+from .settings import Settings
+from .wiring import build_service, container_for, load_settings
+
+logger = logging.getLogger(__name__)
+DEFAULT_PAGE = 20
+
+
+async def gate(request: Request, settings: Settings, route: str, thread_id: str) -> None:
+    """Validate the ID, then ask the authorizer (with the thread's metadata) before anything else."""
+    validate_id(thread_id, kind="thread_id")
+    if settings.thread_authorizer:
+        metadata = await ThreadMetadata(container_for(settings)).get(thread_id)
+        await authorize(
+            settings.thread_authorizer,
+            route=route,
+            thread_id=thread_id,
+            headers=request.headers,
+            metadata=metadata.values,
+        )
+
+
+async def get_thread(request: Request, thread_id: str) -> Response:
+    """The pointer, its recent lineage and the metadata (with its ETag)."""
+    settings = load_settings()
+    await gate(request, settings, "threads/{thread_id}", thread_id)
+    service = build_service(settings)
+    metadata = await ThreadMetadata(container_for(settings)).get(thread_id)
+    head = await live_head(service.pointers, service.store, thread_id)
+    if head is None and metadata.etag is None:
+        raise ThreadNotFound(f"Thread '{thread_id}' has no turns yet.")
+    body = (
+        head.to_json()
+        if head is not None
+        else {"thread_id": thread_id, "checkpoint_id": None, "turns": 0, "recent_checkpoint_ids": []}
+    )
+    body["metadata"] = metadata.values
+    return json_response(body, headers={"ETag": metadata.etag} if metadata.etag else None)
+
+
+def _limit(raw: str | None) -> int:
+    if raw is None:
+        return DEFAULT_PAGE
+    if not is_ascii_digits(raw) or not 1 <= int(raw) <= MAX_PAGE:
+        raise InvalidRequest(f"'limit' must be a whole number from 1 to {MAX_PAGE}.")
+    return int(raw)
+
+
+async def get_history(request: Request, thread_id: str) -> Response:
+    """``?limit=&before=``: the lineage from the head backwards, a page at a time."""
+    settings = load_settings()
+    await gate(request, settings, "threads/{thread_id}/history", thread_id)
+    service = build_service(settings)
+    limit = _limit(request.query_params.get("limit"))
+    page, cursor = await history(
+        service.pointers, service.store, thread_id, limit=limit, before=request.query_params.get("before")
+    )
+    return json_response({"thread_id": thread_id, "checkpoints": [info.to_json() for info in page], "next": cursor})
+
+
+async def put_metadata(request: Request, thread_id: str, body: bytes) -> Response:
+    settings = load_settings()
+    await gate(request, settings, "threads/{thread_id}/metadata", thread_id)
+    try:
+        values = strict_json.loads(body)
+    except strict_json.StrictJsonError as exc:
+        raise InvalidRequest(f"The body must be one JSON object: {exc}") from None
+    written = await ThreadMetadata(container_for(settings)).put(
+        thread_id, values, if_match=request.headers.get("if-match")
+    )
+    return json_response({"thread_id": thread_id, "metadata": written.values}, headers={"ETag": str(written.etag)})
+
+
+async def delete(request: Request, thread_id: str) -> Response:
+    """204 once everything is gone; 202 when the deadline came first (call again to finish)."""
+    settings = load_settings()
+    await gate(request, settings, "threads/{thread_id}", thread_id)
+    service = build_service(settings)
+    done = await delete_thread(
+        container_for(settings),
+        service.pointers,
+        service.store,
+        thread_id,
+        deadline_seconds=settings.thread_delete_seconds,
+    )
+    if done.finished:
+        return Response(status_code=204)
+    return json_response({"thread_id": thread_id, "status": "deleting", "deleted": done.deleted}, status=202)

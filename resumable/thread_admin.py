@@ -1,0 +1,260 @@
+"""Managing threads: their history, their metadata, and deleting them whole.
+
+* ``history``: the lineage from the head backwards, a page at a time. A page of N costs
+  N + 1 reads (the pointer, or nothing after a cursor, and one metadata read per entry),
+  however long the thread is: the cursor names the next checkpoint to read.
+* ``ThreadMetadata``: a small JSON object per thread (``thread-meta/<id>.json``) with its
+  own ETag, so a metadata write never races a turn's pointer swap.
+* ``delete_thread``: fences the pointer first (a ``deleting`` tombstone, so any turn that
+  read it before fails its compare-and-swap and later ones are refused), then deletes the
+  thread's checkpoints (found by their ``thread_id`` metadata, so lost races' leftovers go
+  too), its idempotency records, background runs, pending list and metadata, and the
+  pointer last. Each call stops at its deadline and says so; the next call goes on.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+from azure.core.exceptions import ResourceNotFoundError
+from azure.storage.blob.aio import ContainerClient
+
+from .blob_records import BlobRecords, Record, RecordConflict, RecordUnreadable
+from .blob_store import BlobCheckpointStorage
+from .blob_store import blob_name as checkpoint_blob
+from .checkpoint_info import CheckpointInfo
+from .errors import CheckpointNotFound, InvalidRequest, PreconditionFailed, ThreadBusy, ThreadNotFound
+from .errors import ThreadUnreadable as ThreadUnreadableError
+from .idempotency import PREFIX as IDEMPOTENCY_PREFIX
+from .ids import validate_id
+from .run_records import PREFIX as RUNS_PREFIX
+from .storage import storage_unavailable_on_failure
+from .thread_order import PREFIX as ORDER_PREFIX
+from .threads import PREFIX as PREFIX_THREADS
+from .threads import ThreadHead, ThreadPointers
+
+logger = logging.getLogger(__name__)
+METADATA_PREFIX = "thread-meta/"
+MAX_METADATA_BYTES = 4096
+MAX_METADATA_KEYS = 32
+MAX_PAGE = 100
+
+
+# -- history --------------------------------------------------------------------------------
+
+
+def _cursor(thread_id: str, checkpoint_id: str) -> str:
+    raw = json.dumps({"t": thread_id, "c": checkpoint_id}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _uncursor(thread_id: str, cursor: str) -> str:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        if data["t"] != thread_id:
+            raise ValueError("another thread's cursor")
+        return validate_id(data["c"])
+    except (ValueError, KeyError, TypeError, binascii.Error, InvalidRequest):
+        raise InvalidRequest("'before' is not a cursor this thread's history returned.") from None
+
+
+async def history(
+    pointers: ThreadPointers, store: BlobCheckpointStorage, thread_id: str, *, limit: int, before: str | None
+) -> tuple[list[CheckpointInfo], str | None]:
+    """One page of the lineage, newest first, and the cursor of the next page (None: the end)."""
+    if before is None:
+        head = await pointers.read(thread_id)
+        if head.checkpoint_id is None:
+            raise ThreadNotFound(f"Thread '{thread_id}' has no turns yet.")
+        cursor: str | None = head.checkpoint_id
+    else:
+        cursor = _uncursor(thread_id, before)
+    page: list[CheckpointInfo] = []
+    while cursor is not None and len(page) < limit:
+        try:
+            info = await store.get_info(cursor)
+        except CheckpointNotFound:
+            break  # pruned history (retention): the lineage ends here
+        page.append(info)
+        cursor = info.previous_checkpoint_id
+    return page, None if cursor is None else _cursor(thread_id, cursor)
+
+
+# -- metadata -------------------------------------------------------------------------------
+
+
+def validate_metadata(value: object) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise InvalidRequest("Thread metadata must be a JSON object of string values.")
+    if len(value) > MAX_METADATA_KEYS:
+        raise InvalidRequest(f"Thread metadata holds at most {MAX_METADATA_KEYS} keys.")
+    for key, item in value.items():
+        if not isinstance(item, str) or not 1 <= len(key) <= 64:
+            raise InvalidRequest("Thread metadata keys are 1-64 characters and every value is a string.")
+    if len(json.dumps(value).encode()) > MAX_METADATA_BYTES:
+        raise InvalidRequest(f"Thread metadata is at most {MAX_METADATA_BYTES} bytes of JSON.")
+    return dict(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Metadata:
+    values: dict[str, str]
+    etag: str | None
+
+
+class ThreadMetadata:
+    def __init__(self, container: ContainerClient) -> None:
+        self._records = BlobRecords(container, METADATA_PREFIX)
+
+    async def get(self, thread_id: str) -> Metadata:
+        try:
+            record = await self._records.get(thread_id)
+        except RecordUnreadable:
+            logger.error("Thread metadata %s%s.json is unreadable", METADATA_PREFIX, thread_id)
+            return Metadata({}, None)
+        return Metadata({}, None) if record is None else Metadata(dict(record.data.get("values", {})), record.etag)
+
+    async def put(self, thread_id: str, values: dict[str, str], *, if_match: str | None) -> Metadata:
+        """Replace the metadata; with ``if_match``, only if it still has that ETag (412 otherwise)."""
+        data = {"thread_id": thread_id, "values": validate_metadata(values), "updated_at": time.time()}
+        try:
+            if if_match is None:
+                current = await self._records.get(thread_id)
+                written: Record = (
+                    await self._records.create(thread_id, data)
+                    if current is None
+                    else await self._records.replace(thread_id, data, current.etag)
+                )
+            elif if_match == "*":
+                current = await self._records.get(thread_id)
+                if current is None:
+                    raise PreconditionFailed("The thread has no metadata to match 'If-Match: *'.")
+                written = await self._records.replace(thread_id, data, current.etag)
+            else:
+                written = await self._records.replace(thread_id, data, if_match)
+        except RecordConflict:
+            raise PreconditionFailed("The thread's metadata changed since that ETag; read it again.") from None
+        return Metadata(data["values"], written.etag)
+
+    async def delete(self, thread_id: str) -> None:
+        await self._records.delete(thread_id)
+
+
+# -- delete ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Deletion:
+    finished: bool
+    deleted: int
+
+
+async def delete_thread(
+    container: ContainerClient,
+    pointers: ThreadPointers,
+    store: BlobCheckpointStorage,
+    thread_id: str,
+    *,
+    deadline_seconds: float = 20.0,
+) -> Deletion:
+    """Delete everything of ``thread_id``; ``finished`` False when the deadline came first."""
+    deadline = time.monotonic() + deadline_seconds
+    head = await pointers.read(thread_id)
+    infos = [info for info in await store.list_all_infos() if info.thread_id == thread_id]
+    if head.etag is None and not infos:
+        meta = await ThreadMetadata(container).get(thread_id)
+        if meta.etag is None:
+            raise ThreadNotFound(f"Thread '{thread_id}' does not exist (or was deleted).")
+    fenced = await _tombstone(pointers, head)
+    # Listed again after the fence: a turn that committed before it is included.
+    infos = [info for info in await store.list_all_infos() if info.thread_id == thread_id]
+    deleted = 0
+    for info in infos:
+        if time.monotonic() > deadline:
+            return Deletion(False, deleted)
+        deleted += int(await store.delete(info.checkpoint_id))
+    for prefix in (IDEMPOTENCY_PREFIX, RUNS_PREFIX):
+        done, count = await _delete_records_naming(container, prefix, thread_id, deadline)
+        deleted += count
+        if not done:
+            return Deletion(False, deleted)
+    await BlobRecords(container, ORDER_PREFIX).delete(thread_id)
+    await ThreadMetadata(container).delete(thread_id)
+    if fenced is not None:
+        await pointers.remove(fenced)
+    return Deletion(True, deleted)
+
+
+async def _tombstone(pointers: ThreadPointers, head: ThreadHead) -> ThreadHead | None:
+    """Mark the pointer ``deleting`` (CAS): turns that read it before now cannot commit."""
+    for _ in range(10):
+        marked = ThreadHead(head.thread_id, None, 0, (), head.etag, time.time(), deleting=True)
+        fenced = await pointers.fence(marked)
+        if fenced is not None:
+            return fenced
+        head = await pointers.read(head.thread_id)
+    raise ThreadBusy("The thread kept changing while it was being deleted; try again.")
+
+
+async def _delete_records_naming(
+    container: ContainerClient, prefix: str, thread_id: str, deadline: float
+) -> tuple[bool, int]:
+    """Delete the JSON records under ``prefix`` whose ``thread_id`` is this thread (and a
+    background run's event logs). Reads each record: bounded by ``deadline``."""
+    records = BlobRecords(container, prefix)
+    deleted = 0
+    for name in await records.names():
+        if time.monotonic() > deadline:
+            return False, deleted
+        if "/" in name:
+            continue  # an event log: deleted with its run below
+        try:
+            record = await records.get(name)
+        except RecordUnreadable:
+            continue
+        if record is None or record.data.get("thread_id") != thread_id:
+            continue
+        if prefix == RUNS_PREFIX:
+            await _delete_prefix(container, f"{RUNS_PREFIX}{name}/")
+        deleted += int(await records.delete(name))
+    return True, deleted
+
+
+async def _delete_prefix(container: ContainerClient, prefix: str) -> None:
+    with storage_unavailable_on_failure("delete run events"):
+        try:
+            async for blob in container.list_blobs(name_starts_with=prefix):
+                await container.delete_blob(blob.name)
+        except ResourceNotFoundError:
+            return
+
+
+# -- keeping recent lineage alive -----------------------------------------------------------
+
+
+async def touch_recent_lineage(container: ContainerClient, pointers: ThreadPointers) -> int:
+    """Read one byte of each thread's recent checkpoints (the last ten) so that idle-time
+    retention, which goes by last access, never prunes what a live thread may fork from;
+    only the head is read by turns. Returns how many checkpoints were touched."""
+    touched = 0
+    for thread_id in await BlobRecords(container, PREFIX_THREADS).names():
+        try:
+            head = await pointers.read(thread_id)
+        except (InvalidRequest, ThreadUnreadableError):
+            continue
+        for checkpoint_id in head.recent:
+            with storage_unavailable_on_failure("touch checkpoint"):
+                try:
+                    downloader = await container.get_blob_client(checkpoint_blob(checkpoint_id)).download_blob(
+                        offset=0, length=1
+                    )
+                    await downloader.readall()
+                    touched += 1
+                except ResourceNotFoundError:
+                    continue
+    return touched

@@ -1,0 +1,284 @@
+"""Threads as a resource: history, fork, metadata, delete, the authorizer and expiry,
+through the registered functions on real Azurite."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from azure.core.exceptions import ResourceNotFoundError
+
+from devtools.function_host import FunctionHost
+from devtools.op_counter import OperationCounter
+from functions_adapter import wiring
+from tests import recording_workflow
+
+
+async def _turn(host: FunctionHost, thread: str, text: str, **extra: Any) -> tuple[int, dict[str, Any]]:
+    response = await host.request("POST", f"/api/threads/{thread}/runs", json_body={"messages": text, **extra})
+    return response.status, await response.json()
+
+
+async def _blobs(prefix: str) -> list[str]:
+    container = wiring.container_for(wiring.load_settings())
+    try:
+        return [b.name async for b in container.list_blobs(name_starts_with=prefix, include=["metadata"])]
+    except ResourceNotFoundError:
+        return []
+
+
+async def _thread_checkpoints(thread: str) -> list[str]:
+    container = wiring.container_for(wiring.load_settings())
+    try:
+        return [
+            b.name
+            async for b in container.list_blobs(name_starts_with="checkpoints/", include=["metadata"])
+            if (b.metadata or {}).get("thread_id") == thread
+        ]
+    except ResourceNotFoundError:
+        return []
+
+
+# -- history --------------------------------------------------------------------------------
+
+
+async def test_history_pages_through_250_turns_at_a_cost_proportional_to_the_page(
+    host: FunctionHost, ops: OperationCounter
+) -> None:
+    ids = []
+    for n in range(250):
+        status, body = await _turn(host, "long", f"turn {n}")
+        assert status == 200
+        ids.append(body["checkpoint_id"])
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        ops.reset()
+        query = "limit=100" + (f"&before={cursor}" if cursor else "")
+        response = await host.request("GET", f"/api/threads/long/history?{query}")
+        page = await response.json()
+        entries = page["checkpoints"]
+        # One metadata read per entry, plus the pointer on the first page: never the whole thread.
+        assert ops.total == len(entries) + (1 if cursor is None else 0)
+        assert all(set(e) >= {"checkpoint_id", "previous_checkpoint_id", "timestamp", "status"} for e in entries)
+        assert all("state" not in e for e in entries)
+        seen += [e["checkpoint_id"] for e in entries]
+        pages += 1
+        cursor = page["next"]
+        if cursor is None:
+            break
+    assert pages == 3 and seen == ids[::-1]
+    default = await (await host.request("GET", "/api/threads/long/history")).json()
+    assert len(default["checkpoints"]) == 20
+    for bad in ("limit=0", "limit=101", "limit=x", "before=not-a-cursor"):
+        assert (await host.request("GET", f"/api/threads/long/history?{bad}")).status == 400
+
+
+async def test_a_cursor_from_another_thread_is_refused(host: FunctionHost) -> None:
+    for thread in ("a", "b"):
+        await _turn(host, thread, "one")
+        await _turn(host, thread, "two")
+    cursor = (await (await host.request("GET", "/api/threads/a/history?limit=1")).json())["next"]
+    assert (await host.request("GET", f"/api/threads/b/history?before={cursor}")).status == 400
+    assert (await host.request("GET", "/api/threads/nobody/history")).status == 404
+
+
+# -- fork -----------------------------------------------------------------------------------
+
+
+async def test_fork_from_the_third_of_ten_turns(host: FunctionHost) -> None:
+    ids = [(await _turn(host, "forked", f"turn {n}"))[1]["checkpoint_id"] for n in range(1, 11)]
+    status, fork = await _turn(host, "forked", "a different fourth turn", from_checkpoint_id=ids[2])
+    assert status == 200
+    assert fork["previous_checkpoint_id"] == ids[2]
+    assert "turn 4" in fork["messages"][0]["content"]
+    thread = await (await host.request("GET", "/api/threads/forked")).json()
+    assert thread["checkpoint_id"] == fork["checkpoint_id"] and thread["turns"] == 11
+    lineage = await (await host.request("GET", "/api/threads/forked/history")).json()
+    assert [e["checkpoint_id"] for e in lineage["checkpoints"]] == [fork["checkpoint_id"], ids[2], ids[1], ids[0]]
+    # Like time travel elsewhere, the old head stays.
+    assert (await host.request("GET", f"/api/checkpoints/{ids[9]}")).status == 200
+
+
+async def test_fork_from_another_thread_s_checkpoint_is_409(host: FunctionHost) -> None:
+    other = (await _turn(host, "other", "hello"))[1]["checkpoint_id"]
+    await _turn(host, "mine", "hello")
+    status, body = await _turn(host, "mine", "steal", from_checkpoint_id=other)
+    assert (status, body["error"]["code"]) == (409, "checkpoint_not_in_thread")
+    plain = (await host.request("POST", "/api/runs", json_body={"messages": "x"})).status
+    assert plain == 200
+    assert (await _turn(host, "mine", "x", from_checkpoint_id="a..b"))[0] == 400
+
+
+# -- metadata -------------------------------------------------------------------------------
+
+
+async def test_metadata_with_etags_and_a_stale_write_is_412(host: FunctionHost) -> None:
+    await _turn(host, "tagged", "hello")
+    first = await host.request("PUT", "/api/threads/tagged/metadata", json_body={"ticket": "42"})
+    assert first.status == 200
+    etag = first.headers["etag"]
+    got = await host.request("GET", "/api/threads/tagged")
+    assert (await got.json())["metadata"] == {"ticket": "42"} and got.headers["etag"] == etag
+    second = await host.request(
+        "PUT", "/api/threads/tagged/metadata", json_body={"ticket": "43"}, headers={"If-Match": etag}
+    )
+    assert second.status == 200 and second.headers["etag"] != etag
+    stale = await host.request(
+        "PUT", "/api/threads/tagged/metadata", json_body={"ticket": "44"}, headers={"If-Match": etag}
+    )
+    assert (stale.status, (await stale.json())["error"]["code"]) == (412, "precondition_failed")
+    assert (await (await host.request("GET", "/api/threads/tagged")).json())["metadata"] == {"ticket": "43"}
+    for bad in ({"n": 1}, [1], {"k": "v" * 5000}, {f"k{i}": "v" for i in range(40)}):
+        assert (await host.request("PUT", "/api/threads/tagged/metadata", json_body=bad)).status == 400
+
+
+# -- authorization --------------------------------------------------------------------------
+
+
+def _principal(oid: str) -> str:
+    claims = {"claims": [{"typ": "http://schemas.microsoft.com/identity/claims/objectidentifier", "val": oid}]}
+    return base64.b64encode(json.dumps(claims).encode()).decode()
+
+
+async def test_the_ready_authorizer_with_a_gateway_header(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("THREAD_AUTHORIZER", "functions_adapter.authorizers:thread_prefix_of_principal")
+    monkeypatch.setenv("THREAD_PRINCIPAL_HEADER", "x-caller")
+    mine = await host.request(
+        "POST", "/api/threads/alice-1/runs", json_body={"messages": "hi"}, headers={"x-caller": "alice"}
+    )
+    assert mine.status == 200
+    theirs = await host.request(
+        "POST", "/api/threads/bob-1/runs", json_body={"messages": "hi"}, headers={"x-caller": "alice"}
+    )
+    assert (theirs.status, (await theirs.json())["error"]["code"]) == (403, "forbidden")
+    assert await _thread_checkpoints("bob-1") == [] and "threads/bob-1.json" not in await _blobs("threads/")
+    for route in ("/api/threads/bob-1", "/api/threads/bob-1/history"):
+        assert (await host.request("GET", route, headers={"x-caller": "alice"})).status == 403
+    assert (await host.request("DELETE", "/api/threads/alice-1", headers={"x-caller": "bob"})).status == 403
+
+
+async def test_easy_auth_principals_are_trusted_only_when_easy_auth_is_on(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("THREAD_AUTHORIZER", "functions_adapter.authorizers:thread_prefix_of_principal")
+    headers = {"X-MS-CLIENT-PRINCIPAL": _principal("0f3c")}
+    refused = await host.request("POST", "/api/threads/0f3c-chat/runs", json_body={"messages": "hi"}, headers=headers)
+    assert refused.status == 403  # anyone can send that header when Easy Auth is off
+    monkeypatch.setenv("WEBSITE_AUTH_ENABLED", "True")
+    allowed = await host.request("POST", "/api/threads/0f3c-chat/runs", json_body={"messages": "hi"}, headers=headers)
+    assert allowed.status == 200
+
+
+SEEN: list[dict[str, Any]] = []
+
+
+def support_only(*, route: str, thread_id: str, headers: Mapping[str, str], metadata: Mapping[str, str]) -> bool:
+    """A custom authorizer for the test: only threads tagged channel=support."""
+    SEEN.append({"route": route, "thread_id": thread_id, "metadata": dict(metadata)})
+    return metadata.get("channel") == "support"
+
+
+async def test_a_custom_authorizer_sees_the_thread_s_metadata(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    SEEN.clear()
+    await host.request("PUT", "/api/threads/t-1/metadata", json_body={"channel": "support"})
+    await host.request("PUT", "/api/threads/t-2/metadata", json_body={"channel": "sales"})
+    monkeypatch.setenv("THREAD_AUTHORIZER", "tests.test_thread_management:support_only")
+    assert (await _turn(host, "t-1", "hi"))[0] == 200
+    assert (await _turn(host, "t-2", "hi"))[0] == 403
+    assert SEEN[0] == {"route": "threads/{thread_id}/runs", "thread_id": "t-1", "metadata": {"channel": "support"}}
+    monkeypatch.setenv("THREAD_AUTHORIZER", "tests.nowhere:nothing")
+    assert (await _turn(host, "t-1", "hi"))[0] == 500
+
+
+# -- delete ---------------------------------------------------------------------------------
+
+
+async def test_delete_removes_the_thread_whole_and_a_second_delete_is_404(host: FunctionHost) -> None:
+    key = {"Idempotency-Key": "turn-1"}
+    first = await host.request("POST", "/api/threads/gone/runs", json_body={"messages": "one"}, headers=key)
+    await _turn(host, "gone", "two")
+    await host.request("PUT", "/api/threads/gone/metadata", json_body={"ticket": "9"})
+    assert len(await _thread_checkpoints("gone")) == 2
+    deleted = await host.request("DELETE", "/api/threads/gone")
+    assert deleted.status == 204
+    assert await _thread_checkpoints("gone") == []
+    assert await _blobs("threads/gone") == [] and await _blobs("thread-meta/gone") == []
+    assert (await host.request("GET", "/api/threads/gone")).status == 404
+    again = await host.request("DELETE", "/api/threads/gone")
+    assert (again.status, (await again.json())["error"]["code"]) == (404, "thread_not_found")
+    # The idempotency record went too: the same key now starts the conversation afresh.
+    retry = await host.request("POST", "/api/threads/gone/runs", json_body={"messages": "one"}, headers=key)
+    assert (await retry.json())["checkpoint_id"] != (await first.json())["checkpoint_id"]
+
+
+async def test_a_long_delete_answers_202_and_a_repeat_finishes_it(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for n in range(3):
+        await _turn(host, "slow-delete", f"turn {n}")
+    monkeypatch.setenv("THREAD_DELETE_SECONDS", "0.000001")
+    partial = await host.request("DELETE", "/api/threads/slow-delete")
+    assert partial.status == 202 and (await partial.json())["status"] == "deleting"
+    # Meanwhile the thread refuses turns rather than growing again.
+    assert (await _turn(host, "slow-delete", "more"))[0] == 409
+    monkeypatch.delenv("THREAD_DELETE_SECONDS")
+    assert (await host.request("DELETE", "/api/threads/slow-delete")).status == 204
+    assert await _thread_checkpoints("slow-delete") == []
+
+
+async def test_a_delete_racing_a_turn_never_leaves_half_a_thread(recording: FunctionHost) -> None:
+    await _turn(recording, "raced", "first")
+    turn = asyncio.ensure_future(_turn(recording, "raced", "wait here"))
+    await asyncio.wait_for(recording_workflow.WAITING.wait(), 10)
+    deleted = await recording.request("DELETE", "/api/threads/raced")
+    assert deleted.status == 204
+    recording_workflow.RELEASE.set()
+    status, body = await turn
+    # The turn read the pointer before the delete fenced it: it fails cleanly, commits nothing.
+    assert (status, body["error"]["code"]) == (409, "thread_busy")
+    assert await _thread_checkpoints("raced") == []
+    assert (await recording.request("GET", "/api/threads/raced")).status == 404
+    # The ID is free: a new turn starts a new thread.
+    status, body = await _turn(recording, "raced", "new")
+    assert status == 200 and body["previous_checkpoint_id"] is None
+
+
+# -- expiry ---------------------------------------------------------------------------------
+
+
+async def test_an_expired_thread_restarts_with_thread_created_when_configured(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await _turn(host, "idle", "one")
+    head = (await _turn(host, "idle", "two"))[1]["checkpoint_id"]
+    container = wiring.container_for(wiring.load_settings())
+    await container.delete_blob(f"checkpoints/{head}.json")  # what idle retention does
+    monkeypatch.setenv("THREAD_EXPIRED", "restart")
+    status, body = await _turn(host, "idle", "three")
+    assert status == 200 and body["thread_created"] is True and body["previous_checkpoint_id"] is None
+    thread = await (await host.request("GET", "/api/threads/idle")).json()
+    assert (thread["checkpoint_id"], thread["turns"]) == (body["checkpoint_id"], 1)
+    status, later = await _turn(host, "idle", "four")
+    assert status == 200 and "thread_created" not in later
+
+
+async def test_the_daily_timer_reads_each_thread_s_recent_lineage(host: FunctionHost, ops: OperationCounter) -> None:
+    """Idle retention goes by last access; only heads are read by turns, so the timer reads the
+    last ten of each thread (one ranged GET each) to keep them, and only them, alive."""
+    ids = [(await _turn(host, "kept", f"turn {n}"))[1]["checkpoint_id"] for n in range(12)]
+    ops.reset()
+    await host.triggers["sweep_orphan_checkpoints"].handler(None)
+    read = {
+        url.rsplit("/", 1)[1].removesuffix(".json")
+        for method, url in ops.log
+        if method == "GET" and "/checkpoints/" in url
+    }
+    assert read == set(ids[-10:])
