@@ -250,13 +250,19 @@ def load_local_settings(path: Path = ROOT / "local.settings.json") -> None:
 async def _serve() -> None:
     load_local_settings()
     import function_app  # noqa: PLC0415 - the app is imported only when serving it
+    from resumable import run_queue, storage_client  # noqa: PLC0415 - the app's clients, closed on exit
 
-    async with QueueRunner(FunctionHost(function_app.app)):
-        print("Serving function_app's queue triggers; Ctrl+C stops.")
-        await asyncio.Event().wait()
+    try:
+        async with QueueRunner(FunctionHost(function_app.app)):
+            print("Serving function_app's queue triggers; Ctrl+C stops.")
+            await asyncio.Event().wait()
+    finally:
+        await storage_client.close_all()
+        await run_queue.close_all()
 
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO)
+    logging.getLogger("azure").setLevel(logging.WARNING)  # else every poll logs its HTTP request
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve())
