@@ -222,7 +222,10 @@ async def test_a_client_that_disconnects_mid_stream_commits_nothing_and_frees_th
     after = await service.pointers.read("drop")
     assert after.checkpoint_id == before.checkpoint_id
     assert await service.store.list_checkpoint_ids(workflow_name=recording_workflow.NAME) == [before.checkpoint_id]
-    status, body = await thread_turn(recording, "drop", {"messages": "two"})  # the thread is not left locked
+    # The thread is not left locked. Its release runs in the stream's own task, just after the
+    # disconnect, so the next turn waits for it (enqueue) rather than racing it; a lock never
+    # released would make it time out with 409.
+    status, body = await thread_turn(recording, "drop", {"messages": "two", "multitask": "enqueue"})
     assert status == 200
     assert body["previous_checkpoint_id"] == before.checkpoint_id
 
