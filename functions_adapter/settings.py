@@ -174,7 +174,7 @@ class Settings:
             thread_lock_wait_seconds=float(_positive_int(env, "THREAD_LOCK_WAIT_SECONDS", 30)),
             sse_keepalive_seconds=_positive_float(env, "SSE_KEEPALIVE_SECONDS", 15.0),
             checkpoint_mac_keys=_checkpoint_mac_keys(env),
-            webhook_scheme=_webhook_scheme(env),
+            webhook_scheme=_choice(env, "WEBHOOK_SCHEME", SCHEMES),
             idempotency_headers=_idempotency_headers(env),
             runs_queue=_runs_queue(env),
             queue=_queue_target(env),
@@ -227,13 +227,6 @@ def _storage_target(env: Mapping[str, str]) -> StorageTarget:
         "No checkpoint storage configured: set CHECKPOINT_STORAGE (a connection string) or "
         "CHECKPOINT_STORAGE__blobServiceUri (managed identity); AzureWebJobsStorage is the fallback."
     )
-
-
-def _webhook_scheme(env: Mapping[str, str]) -> str:
-    scheme = env.get("WEBHOOK_SCHEME", "").strip().lower() or "standard"
-    if scheme not in SCHEMES:
-        raise SettingsError(f"WEBHOOK_SCHEME must be one of {', '.join(SCHEMES)}, not {scheme!r}.")
-    return scheme
 
 
 _HEADER_NAME = re.compile(r"[A-Za-z0-9-]+")

@@ -17,7 +17,7 @@ from devtools.azurite import Azurite, start_azurite
 from devtools.function_host import FunctionHost
 from devtools.op_counter import OperationCounter
 from functions_adapter import wiring as composition
-from resumable import storage_client
+from resumable import run_queue, storage_client
 from tests import recording_workflow
 
 _EXPORTER = InMemorySpanExporter()
@@ -54,6 +54,16 @@ async def storage_env(azurite: Azurite, monkeypatch: pytest.MonkeyPatch) -> Asyn
         monkeypatch.delenv(name, raising=False)
     yield container
     await storage_client.close_all()
+
+
+@pytest.fixture
+async def queue_env(azurite: Azurite, storage_env: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
+    """The run queue on Azurite (the host's AzureWebJobsStorage), a fresh one per test; yields its name."""
+    name = f"runs-{uuid.uuid4().hex[:12]}"
+    monkeypatch.setenv("AzureWebJobsStorage", azurite.connection_string)
+    monkeypatch.setenv("RUNS_QUEUE", name)
+    yield name
+    await run_queue.close_all()
 
 
 @pytest.fixture

@@ -12,8 +12,6 @@ import asyncio
 import itertools
 import json
 import time
-import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -26,21 +24,11 @@ from devtools.azurite import Azurite
 from devtools.function_host import FunctionHost
 from devtools.queue_runner import QueueRunner
 from functions_adapter import wiring
-from resumable import background, run_queue
+from resumable import background
 from resumable.run_records import RunRecords
 from tests import recording_workflow
 
 ASYNC = {"Prefer": "respond-async"}
-
-
-@pytest.fixture
-async def queue_env(azurite: Azurite, storage_env: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
-    """The run queue on Azurite, a fresh one per test; yields its name."""
-    name = f"runs-{uuid.uuid4().hex[:12]}"
-    monkeypatch.setenv("AzureWebJobsStorage", azurite.connection_string)
-    monkeypatch.setenv("RUNS_QUEUE", name)
-    yield name
-    await run_queue.close_all()
 
 
 @pytest.fixture

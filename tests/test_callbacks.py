@@ -7,7 +7,6 @@ A real loopback receiver (``devtools/webhook_receiver.py``) and real Azurite; lo
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,13 +14,11 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 from standardwebhooks.webhooks import Webhook
 
-from devtools.azurite import Azurite
 from devtools.function_host import FunctionHost
 from devtools.queue_runner import QueueRunner
 from devtools.webhook_receiver import WebhookReceiver
 from functions_adapter import callbacks, wiring
 from functions_adapter.callback_url import CallbackPolicy, CallbackRefused, PinnedResolver, check, parse
-from resumable import run_queue
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 ASYNC = {"Prefer": "respond-async"}
@@ -29,15 +26,12 @@ ASYNC = {"Prefer": "respond-async"}
 
 @pytest.fixture
 async def callback_env(
-    azurite: Azurite, recording: FunctionHost, monkeypatch: pytest.MonkeyPatch
+    queue_env: str, recording: FunctionHost, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[FunctionHost]:
-    monkeypatch.setenv("AzureWebJobsStorage", azurite.connection_string)
-    monkeypatch.setenv("RUNS_QUEUE", f"runs-{uuid.uuid4().hex[:12]}")
     monkeypatch.setenv("CALLBACK_SECRET", SECRET)
     monkeypatch.setenv("CALLBACK_ALLOW_LOCAL_HTTP", "true")
     monkeypatch.setenv("CALLBACK_RETRY_SCHEDULE", "0")  # the shortened schedule: retry at once
     yield recording
-    await run_queue.close_all()
 
 
 @pytest.fixture

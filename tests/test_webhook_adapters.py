@@ -7,19 +7,16 @@ import hashlib
 import hmac
 import json
 import time
-import uuid
 from collections.abc import AsyncIterator
 
 import azure.functions as func
 import pytest
 
-from devtools.azurite import Azurite
 from devtools.function_host import FunctionHost
 from devtools.queue_runner import QueueRunner
 from devtools.webhook_receiver import WebhookReceiver
 from examples import webhook_adapters
 from functions_adapter.callbacks import signed_headers
-from resumable import run_queue
 
 GITHUB_SECRET = "github-webhook-secret-0123456789"
 SLACK_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -27,14 +24,10 @@ CALLBACK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 
 @pytest.fixture
-async def adapters(
-    host: FunctionHost, azurite: Azurite, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[FunctionHost]:
+async def adapters(host: FunctionHost, queue_env: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FunctionHost]:
     """The function app plus the example's blueprint, with a queue and callbacks configured."""
     import function_app
 
-    monkeypatch.setenv("AzureWebJobsStorage", azurite.connection_string)
-    monkeypatch.setenv("RUNS_QUEUE", f"runs-{uuid.uuid4().hex[:12]}")
     monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", GITHUB_SECRET)
     monkeypatch.setenv("SLACK_SIGNING_SECRET", SLACK_SECRET)
     monkeypatch.setenv("CALLBACK_SECRET", CALLBACK_SECRET)
@@ -45,7 +38,6 @@ async def adapters(
     # The example's routes, and the app's queue trigger that runs the turns.
     combined.triggers = FunctionHost(function_app.app).triggers
     yield combined
-    await run_queue.close_all()
 
 
 def _github(body: bytes, delivery: str) -> dict[str, str]:
