@@ -183,14 +183,16 @@ class FunctionHost:
         json_body: Any = None,
         body: bytes | None = None,
         headers: dict[str, str] | None = None,
+        query: str = "",
     ) -> HostResponse:
+        """``path`` is the decoded path (a route parameter may hold any character, as after
+        percent-decoding); the query string, already encoded, goes in ``query``."""
         if json_body is not None:
             body = json.dumps(json_body).encode()
         body = body or b""
         all_headers = {"content-length": str(len(body)), **{k.lower(): v for k, v in (headers or {}).items()}}
         if json_body is not None:
             all_headers.setdefault("content-type", "application/json")
-        path, _, query = path.partition("?")
         matched = self.match(method, path)
         if matched is None:
             return HostResponse(404, {}, Response(status_code=404))

@@ -164,7 +164,7 @@ async def test_requests_http_runs_top_to_bottom_and_covers_every_route(
         matched = host.match(request.method, url.path)
         assert matched is not None, f"{request.method} {url.path} matches no function"
         covered.add(matched[0].name)
-        resp = await host.request(request.method, url.path, body=body.encode(), headers=headers)
+        resp = await host.request(request.method, url.path, body=body.encode(), headers=headers, query=url.query)
         raw = await resp.body()
         expected = 202 if headers.get("Prefer") == "respond-async" else 204 if request.method == "DELETE" else 200
         assert resp.status == expected, (request.method, url.path, raw)

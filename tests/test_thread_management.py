@@ -60,7 +60,7 @@ async def test_history_pages_through_250_turns_at_a_cost_proportional_to_the_pag
     while True:
         ops.reset()
         query = "limit=100" + (f"&before={cursor}" if cursor else "")
-        response = await host.request("GET", f"/api/threads/long/history?{query}")
+        response = await host.request("GET", "/api/threads/long/history", query=query)
         page = await response.json()
         entries = page["checkpoints"]
         # One metadata read per entry, plus the pointer on the first page: never the whole thread.
@@ -76,15 +76,15 @@ async def test_history_pages_through_250_turns_at_a_cost_proportional_to_the_pag
     default = await (await host.request("GET", "/api/threads/long/history")).json()
     assert len(default["checkpoints"]) == 20
     for bad in ("limit=0", "limit=101", "limit=x", "before=not-a-cursor"):
-        assert (await host.request("GET", f"/api/threads/long/history?{bad}")).status == 400
+        assert (await host.request("GET", "/api/threads/long/history", query=bad)).status == 400
 
 
 async def test_a_cursor_from_another_thread_is_refused(host: FunctionHost) -> None:
     for thread in ("a", "b"):
         await _turn(host, thread, "one")
         await _turn(host, thread, "two")
-    cursor = (await (await host.request("GET", "/api/threads/a/history?limit=1")).json())["next"]
-    assert (await host.request("GET", f"/api/threads/b/history?before={cursor}")).status == 400
+    cursor = (await (await host.request("GET", "/api/threads/a/history", query="limit=1")).json())["next"]
+    assert (await host.request("GET", "/api/threads/b/history", query=f"before={cursor}")).status == 400
     assert (await host.request("GET", "/api/threads/nobody/history")).status == 404
 
 
