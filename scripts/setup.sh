@@ -5,7 +5,9 @@
 #
 #   scripts/setup.sh            # everything scripts/test.sh needs
 #   scripts/setup.sh --no-iac   # without checkov: enough for the demo, func start, the benchmark
-#   PYTHON=/path/to/python3.11 scripts/setup.sh   # use this interpreter instead of searching PATH
+#   PYTHON=/path/to/python3.11 scripts/setup.sh   # use this interpreter instead of searching
+#   VENV=.venv-3.11 scripts/setup.sh              # build the app's venv there instead of .venv
+#   scripts/setup.sh --which-python               # print the interpreter it would use; install nothing
 #
 # It checks the prerequisites first (a supported Python, Node.js, npm) and installs
 # nothing if one is missing: each problem is one line that says what to install.
@@ -15,10 +17,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 with_iac=1
+which_python=0
 for arg in "$@"; do
   case "$arg" in
     --no-iac) with_iac=0 ;;
-    *) echo "usage: scripts/setup.sh [--no-iac]" >&2; exit 2 ;;
+    --which-python) which_python=1 ;;  # print the interpreter setup would use, install nothing
+    *) echo "usage: scripts/setup.sh [--no-iac] [--which-python]" >&2; exit 2 ;;
   esac
 done
 
@@ -60,7 +64,20 @@ if [ -n "${PYTHON:-}" ]; then
     python_info=""
   fi
 else
-  for candidate in "${supported[@]/#/python}" python3; do
+  # Newest first: python3.X on PATH, then pyenv's builds of 3.X (pyenv keeps versions out
+  # of PATH until one is selected), then python3.
+  candidates=()
+  pyenv_root=$(command -v pyenv >/dev/null 2>&1 && pyenv root 2>/dev/null || true)
+  for version in "${supported[@]}"; do
+    candidates+=("python$version")
+    if [ -n "$pyenv_root" ]; then
+      for built in "$pyenv_root"/versions/"$version".*/bin/python"$version"; do
+        [ -x "$built" ] && candidates+=("$built")
+      done
+    fi
+  done
+  candidates+=(python3)
+  for candidate in "${candidates[@]}"; do
     command -v "$candidate" >/dev/null 2>&1 || continue
     info=$(describe_python "$candidate")
     if [ -n "$info" ] && is_supported "${info%% *}"; then python_info=$info; break; fi
@@ -74,6 +91,12 @@ if [ -n "$python_info" ]; then
   if ! "$python_exe" -c 'import ensurepip, venv' 2>/dev/null; then
     problems+=("Python $python_version at $python_exe cannot create venvs: install its venv module (apt install python${python_version%.*}-venv).")
   fi
+fi
+
+if [ "$which_python" = 1 ]; then
+  if [ -z "$python_info" ]; then printf '%s\n' "${problems[@]}" >&2; exit 1; fi
+  echo "$python_exe ($python_version)"
+  exit 0
 fi
 
 # --- Node.js and npm, for Azurite ----------------------------------------------------------
@@ -211,5 +234,5 @@ fi
 if [ "$with_iac" = 1 ]; then
   start_job "Installing checkov in .venv-iac" ensure_venv .venv-iac requirements-iac.txt constraints-iac.txt
 fi
-ensure_venv .venv requirements-dev.txt constraints.txt requirements.txt
+ensure_venv "${VENV:-.venv}" requirements-dev.txt constraints.txt requirements.txt
 finish_jobs

@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-.venv/bin/ruff check .
-.venv/bin/ruff format --check .
-.venv/bin/python -m pytest "$@"
+venv=${VENV:-.venv}
+"$venv/bin/ruff" check .
+"$venv/bin/ruff" format --check .
+"$venv/bin/python" -m pytest "$@"

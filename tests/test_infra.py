@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
+import tomllib
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -197,7 +197,15 @@ def test_function_app_is_flex_consumption_python_matching_the_tests() -> None:
     assert props["siteConfig"]["ftpsState"] == "Disabled"
     assert props["siteConfig"]["minTlsVersion"] == "1.2"
     runtime = props["functionAppConfig"]["runtime"]
-    assert runtime == {"name": "python", "version": f"{sys.version_info.major}.{sys.version_info.minor}"}
+    assert runtime == {"name": "python", "version": "pythonVersion"}
+    # The deployed default is the newest Python pyproject.toml allows, the one CI tests first;
+    # CI runs the whole suite on 3.11 as well, and both are allowed values.
+    python = parsed("app/function-app.bicep")["parameters"]["pythonVersion"]
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    newest = int(requires.split("<3.")[1]) - 1
+    assert python["default"] == f"3.{newest}" == "3.13"
+    text = (INFRA / "app" / "function-app.bicep").read_text()
+    assert "@allowed([\n  '3.11'\n  '3.12'\n  '3.13'\n])\nparam pythonVersion string = '3.13'" in text
     assert site["identity"]["type"] == "UserAssigned"
     deployment_auth = props["functionAppConfig"]["deployment"]["storage"]["authentication"]
     assert deployment_auth["type"] == "UserAssignedIdentity"

@@ -9,6 +9,7 @@ nothing to fetch and the only cost is creating small venvs.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -106,14 +107,36 @@ def test_missing_npm_is_named_when_azurite_must_be_installed(tmp_path: Path) -> 
 
 def test_unsupported_python_is_named_on_the_first_line(tmp_path: Path) -> None:
     project = _scratch(tmp_path)
-    python312 = _pyenv_python("3.12")
-    env = {**os.environ, "PATH": _path_without(tmp_path, HIDDEN), "PYTHON": str(python312)}
+    python310 = _pyenv_python("3.10")
+    env = {**os.environ, "PATH": _path_without(tmp_path, HIDDEN), "PYTHON": str(python310)}
     done = _setup(project, env)
     first = _refused(project, done)
-    assert first.startswith(f"PYTHON={python312} is Python 3.12"), first
-    assert 'needs Python 3.11 (pyproject.toml: requires-python ">=3.11,<3.12")' in first
+    assert first.startswith(f"PYTHON={python310} is Python 3.10"), first
+    assert 'needs Python 3.11–3.13 (pyproject.toml: requires-python ">=3.11,<3.14")' in first
     # Node is missing too: every problem is reported, each on its own line, Python first.
     assert done.stdout.splitlines()[1].startswith("Node.js is not installed")
+
+
+def test_the_newest_supported_python_is_chosen_from_pyenv_when_path_has_none(tmp_path: Path) -> None:
+    """pyenv keeps its builds off PATH until one is selected; setup looks there too, newest first."""
+    python313 = _pyenv_python("3.13")
+    hidden = {f"python3.{minor}" for minor in range(10, 15)}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHON"}
+    env["PATH"] = _path_without(tmp_path, hidden)
+    done = subprocess.run(
+        ["bash", "scripts/setup.sh", "--which-python"], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert re.fullmatch(rf"{re.escape(str(python313))} \(3\.13\.\d+\)\n", done.stdout), done.stdout
+    explicit = subprocess.run(
+        ["bash", "scripts/setup.sh", "--which-python"],
+        cwd=ROOT,
+        env={**env, "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert explicit.returncode == 0 and explicit.stdout.startswith(f"{sys.executable} ("), explicit.stdout
 
 
 def test_python_that_does_not_run_is_named(tmp_path: Path) -> None:

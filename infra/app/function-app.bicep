@@ -26,6 +26,13 @@ param maximumInstanceCount int
 @description('Always-ready instances for the run_in_background queue trigger (0: scale from zero).')
 @minValue(0)
 param backgroundAlwaysReady int = 0
+@description('Python on Flex Consumption: 3.13 (the default; azure-functions 2.x), or 3.12 / 3.11 (azure-functions 1.x). requirements.txt picks the matching package by environment marker.')
+@allowed([
+  '3.11'
+  '3.12'
+  '3.13'
+])
+param pythonVersion string = '3.13'
 @description('Which workflow factory to host (workflows/__init__.py).')
 param workflow string = 'default'
 param azureOpenAiEndpoint string = ''
@@ -198,7 +205,7 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
       }
       runtime: {
         name: 'python'
-        version: '3.11'
+        version: pythonVersion
       }
     }
   }
