@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Install everything from the project's own files: .venv with the pinned Python
-# dependencies, checkov in a venv of its own (.venv-iac), and the pinned Azurite from
+# Install everything from the project's own files: .venv from the hashed lock
+# requirements-dev.txt, checkov in a venv of its own (.venv-iac), and the pinned Azurite from
 # package-lock.json. Safe to run again.
 #
 #   scripts/setup.sh            # everything scripts/test.sh needs
@@ -194,12 +194,12 @@ print(digest.hexdigest())
 PY
 }
 
-# ensure_venv DIR REQUIREMENTS CONSTRAINTS [FILES HASHED]...
+# ensure_venv DIR REQUIREMENTS [CONSTRAINTS]: a hashed lock (requirements-dev.txt) needs no
+# constraints; pip checks every file against its hash and refuses anything the lock lacks.
 ensure_venv() {
-  local dir=$1 requirements=$2 constraints=$3
-  shift 3
+  local dir=$1 requirements=$2 constraints=${3:-}
   local want built stamp_file="$dir/.setup-stamp"
-  want="python $python_version $python_base"$'\n'"files $(fingerprint "$requirements" "$constraints" "$@")"
+  want="python $python_version $python_base"$'\n'"files $(fingerprint "$requirements" ${constraints:+"$constraints"})"
   built=$(describe_python "$dir/bin/python")
   if [ ! -e "$dir" ]; then
     echo "Creating $dir with Python $python_version."
@@ -213,14 +213,14 @@ ensure_venv() {
     # Built by an older setup.sh with this same interpreter: bring it in line, keep it.
     echo "Updating $dir: no record of what it was built from; installing the pinned set into it."
   elif [ "$(cat "$stamp_file")" != "$want" ]; then
-    echo "Rebuilding $dir: $requirements, $constraints or what they include changed since it was built."
+    echo "Rebuilding $dir: $requirements${constraints:+ or $constraints} changed since it was built."
     rm -rf "$dir"
   else
     echo "$dir is up to date."
     return 0
   fi
   [ -e "$dir" ] || "$python_exe" -m venv "$dir"
-  "$dir/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements" -c "$constraints"
+  "$dir/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements" ${constraints:+-c "$constraints"}
   printf '%s\n' "$want" >"$stamp_file"
 }
 
@@ -234,5 +234,7 @@ fi
 if [ "$with_iac" = 1 ]; then
   start_job "Installing checkov in .venv-iac" ensure_venv .venv-iac requirements-iac.txt constraints-iac.txt
 fi
-ensure_venv "${VENV:-.venv}" requirements-dev.txt constraints.txt requirements.txt
+# The app's venv, from the dev lock: the runtime's exact versions (requirements.txt is
+# compiled under it by scripts/lock.sh) plus the test tools.
+ensure_venv "${VENV:-.venv}" requirements-dev.txt
 finish_jobs

@@ -99,6 +99,28 @@ async def test_missing_model_settings_are_a_clear_500(host: FunctionHost, monkey
     assert (response.status, (await response.json())["error"]["code"]) == (500, "server_misconfigured")
 
 
+async def test_chat_agents_without_its_packages_is_a_500_that_names_the_lock(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The default requirements.txt leaves the model client out; selecting chat-agents on it
+    must say what to deploy, not fail with an import error deep in a request."""
+    monkeypatch.setitem(sys.modules, "agent_framework_openai", None)  # as if not installed
+    monkeypatch.setenv("WORKFLOW", "chat-agents")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+    monkeypatch.setenv("OPENAI_MODEL", "fake-model")
+    composition.workflow_spec.cache_clear()
+    chat_agents._clients.clear()
+    try:
+        response = await host.request("POST", "/api/runs", json_body={"messages": "hi"})
+    finally:
+        composition.workflow_spec.cache_clear()
+    body = await response.json()
+    assert (response.status, body["error"]["code"]) == (500, "server_misconfigured")
+    assert "requirements-chat-agents.txt" not in str(body)  # the reason stays in the logs
+    assert any("deploy requirements-chat-agents.txt" in r.getMessage() for r in caplog.records)
+
+
 class StaticTokenCredential:
     """Stands in for DefaultAzureCredential: no identity endpoint is reachable here. It
     hands out a fixed token and records being closed; everything past it is the real client."""

@@ -13,6 +13,8 @@ from typing import Any
 
 from agent_framework import Agent, AgentExecutor, Workflow, WorkflowBuilder
 
+from resumable.errors import ConfigurationError
+
 from . import WorkflowSpec
 from .model_settings import ModelSettings
 
@@ -46,7 +48,14 @@ async def close_clients() -> None:
 def chat_client(settings: ModelSettings) -> Any:
     key = (id(asyncio.get_running_loop()), settings)
     if key not in _clients:
-        from agent_framework.openai import OpenAIChatCompletionClient  # noqa: PLC0415 - only when selected
+        try:
+            from agent_framework.openai import OpenAIChatCompletionClient  # noqa: PLC0415 - only when selected
+        except ImportError as exc:  # the default deployment leaves the model client out
+            raise ConfigurationError(
+                "WORKFLOW=chat-agents needs agent-framework-openai and openai, which the default "
+                "requirements.txt leaves out: deploy requirements-chat-agents.txt as requirements.txt "
+                f"(README: Deploying chat-agents). Import failed: {exc}"
+            ) from exc
 
         if settings.provider == "azure-openai":
             from azure.identity import aio as identity  # noqa: PLC0415
