@@ -2,6 +2,7 @@
 
     python bench/run.py            # full run (a few minutes), writes bench/results.md
     python bench/run.py --quick    # smoke run for CI (well under 30 s)
+    python bench/run.py --compare-python .venv-3.11/bin/python   # cold start on two Pythons
 
 Starts its own Azurite. Times with ``time.perf_counter`` over many iterations after a
 warm-up and reports medians and p99. Storage operations are counted with the storage
@@ -390,42 +391,47 @@ class Bench:
         )
 
     # 5 -------------------------------------------------------------------------------
-    def cold_start(self, report: Report, base: str) -> None:
+    def cold_start(self, report: Report, base: str, pythons: list[str]) -> None:
+        """Fresh processes per interpreter, interleaved per round so load hits them equally."""
         floor_code = (
             "import azure.functions, azure.storage.blob.aio; from agent_framework import WorkflowBuilder, Executor"
         )
-        medians = _spawn_medians(
-            {
-                "floor": floor_code,
-                "with_fastapi": floor_code + "; import fastapi",
-                "app": "import function_app",
-                "first": _FIRST_RESUME.format(base=base),
-                "python": "pass",
-            },
-            self.plan.cold_repeats,
-        )
-        floor, with_fastapi, app = medians["floor"], medians["with_fastapi"], medians["app"]
-        first, python = medians["first"], medians["python"]
+        codes = {
+            "python": "pass",
+            "floor": floor_code,
+            "with_fastapi": floor_code + "; import fastapi",
+            "app": "import function_app",
+            "first": _FIRST_RESUME.format(base=base),
+        }
+        labels = {
+            "python": "`python -c pass` (interpreter only)",
+            "floor": "floor: import azure.functions + azure.storage.blob.aio + workflow classes",
+            "with_fastapi": "floor + `fastapi` (imported by the HTTP streaming extension)",
+            "app": "`import function_app`",
+            "first": "process start → first completed resume (in-process call on Azurite)",
+        }
+        medians = _spawn_medians(codes, self.plan.cold_repeats, pythons)
+        versions = [_version_of(python) for python in pythons]
+        columns = ["measure"]
+        for version in versions:
+            columns += [f"ms, Python {version}", f"vs floor, {version}"]
+        if len(pythons) > 1:
+            columns.append(f"{versions[0]} / {versions[1]}")
+        rows = []
+        for name, label in labels.items():
+            row = [label]
+            for python in pythons:
+                value, floor = medians[python, name], medians[python, "floor"]
+                row += [f"{value:.0f}", f"{value / floor:.2f}×" if name not in ("python", "first") else ""]
+            if len(pythons) > 1:
+                row.append(f"**{medians[pythons[0], name] / medians[pythons[1], name]:.2f}×**")
+            rows.append(row)
         report.table(
             "5. Cold start (fresh processes, medians)",
-            ["measure", "ms", "vs floor"],
-            [
-                ["`python -c pass` (interpreter only)", f"{python:.0f}", ""],
-                ["floor: import azure.functions + azure.storage.blob.aio + workflow classes", f"{floor:.0f}", "1.00×"],
-                [
-                    "floor + `fastapi` (imported by the HTTP streaming extension)",
-                    f"{with_fastapi:.0f}",
-                    f"{with_fastapi / floor:.2f}×",
-                ],
-                [
-                    "`import function_app`",
-                    f"{app:.0f}",
-                    f"**{app / floor:.2f}×** ({app / with_fastapi:.2f}× floor + fastapi)",
-                ],
-                ["process start → first completed resume (in-process call on Azurite)", f"{first:.0f}", ""],
-            ],
-            "Where the time goes, `python -X importtime -c 'import function_app'` (top cumulative):\n\n"
-            + "\n".join(f"- `{name}`: {cum / 1000:.0f} ms" for name, cum in _import_profile()),
+            columns,
+            rows,
+            "Where the time goes on the first interpreter, `python -X importtime -c 'import function_app'` "
+            "(top cumulative):\n\n" + "\n".join(f"- `{name}`: {cum / 1000:.0f} ms" for name, cum in _import_profile()),
         )
 
 
@@ -442,15 +448,21 @@ asyncio.run(main())
 """
 
 
-def _spawn_medians(codes: dict[str, str], repeats: int) -> dict[str, float]:
-    """Median wall time of ``python -c code`` per entry, the entries interleaved per round."""
-    times: dict[str, list[float]] = {name: [] for name in codes}
+def _spawn_medians(codes: dict[str, str], repeats: int, pythons: list[str]) -> dict[tuple[str, str], float]:
+    """Median wall time of ``python -c code`` per (interpreter, entry), all interleaved per round."""
+    times: dict[tuple[str, str], list[float]] = {(p, name): [] for p in pythons for name in codes}
     for _ in range(repeats):
         for name, code in codes.items():
-            started = time.perf_counter()
-            subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, env=os.environ.copy())
-            times[name].append((time.perf_counter() - started) * 1000)
-    return {name: statistics.median(values) for name, values in times.items()}
+            for python in pythons:
+                started = time.perf_counter()
+                subprocess.run([python, "-c", code], cwd=ROOT, check=True, env=os.environ.copy())
+                times[python, name].append((time.perf_counter() - started) * 1000)
+    return {key: statistics.median(values) for key, values in times.items()}
+
+
+def _version_of(python: str) -> str:
+    code = "import platform; print(platform.python_version())"
+    return subprocess.run([python, "-c", code], check=True, capture_output=True, text=True).stdout.strip()
 
 
 def _import_profile(top: int = 8) -> list[tuple[str, int]]:
@@ -593,7 +605,7 @@ def machine() -> str:
     )
 
 
-async def run(plan: Plan, quick: bool) -> Report:
+async def run(plan: Plan, quick: bool, compare_pythons: list[str]) -> Report:
     report = Report()
     counter = OperationCounter()
     storage_client.request_hook = counter
@@ -613,7 +625,7 @@ async def run(plan: Plan, quick: bool) -> Report:
     finally:
         await storage_client.close_all()
         await run_queue.close_all()
-    bench.cold_start(report, base)
+    bench.cold_start(report, base, [sys.executable, *compare_pythons])
     return report
 
 
@@ -622,6 +634,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="few iterations, for a CI smoke run")
     parser.add_argument("--output", type=Path, default=ROOT / "bench" / "results.md")
     parser.add_argument("--plot", type=Path, help="also write a PNG plot here (needs requirements-bench.txt)")
+    parser.add_argument(
+        "--compare-python",
+        action="append",
+        default=[],
+        metavar="PYTHON",
+        help="also time the cold start with this interpreter (a venv with this project's lock, "
+        "e.g. .venv-3.11/bin/python), side by side with the one running the benchmark",
+    )
     args = parser.parse_args()
     plan = QUICK if args.quick else FULL
     azurite = start_azurite()
@@ -629,7 +649,7 @@ def main() -> None:
     os.environ.update(AzureWebJobsStorage=azurite.connection_string, RUNS_QUEUE="bench-runs")
     started = time.perf_counter()
     try:
-        report = asyncio.run(run(plan, args.quick))
+        report = asyncio.run(run(plan, args.quick, args.compare_python))
     finally:
         azurite.stop()
     elapsed = time.perf_counter() - started
