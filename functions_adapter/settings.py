@@ -80,7 +80,7 @@ CODE_SETTINGS = STORAGE_SETTINGS + QUEUE_SETTINGS + TUNING_SETTINGS + MODEL_SETT
 # Settings the platform reads, not this package; allowed in local.settings and Bicep.
 PLATFORM_SETTINGS = (
     "FUNCTIONS_WORKER_RUNTIME",  # local only: Flex Consumption sets the runtime in the site config
-    "PYTHON_ENABLE_INIT_INDEXING",  # required by the HTTP streaming extension
+    "PYTHON_ENABLE_INIT_INDEXING",  # HTTP streaming on the 3.11/3.12 worker; the 3.13+ worker ignores it
     "AzureWebJobsStorage__credential",  # host storage via managed identity
     "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY",  # lets the worker join the host's OpenTelemetry traces
     "AZURE_CLIENT_ID",  # DefaultAzureCredential's choice of user-assigned identity (model calls)

@@ -222,7 +222,6 @@ def test_identity_based_settings() -> None:
     assert settings["CHECKPOINT_STORAGE__clientId"] == "identityClientId"
     assert settings["CHECKPOINT_STORAGE__blobServiceUri"] == "storageBlobEndpoint"
     assert settings["APPLICATIONINSIGHTS_AUTHENTICATION_STRING"].endswith("Authorization=AAD")
-    assert settings["PYTHON_ENABLE_INIT_INDEXING"] == "1"
     # The run queue: identity-based, from the storage module's endpoint, named by one parameter.
     assert settings["AzureWebJobsStorage__queueServiceUri"] == "storageQueueEndpoint"
     assert settings["RUNS_QUEUE"] == "runsQueueName"
@@ -292,7 +291,28 @@ def local_settings() -> dict[str, str]:
 
 
 def bicep_settings() -> dict[str, Any]:
-    return parsed("app/function-app.bicep")["variables"]["appSettings"]["value"]
+    """Every setting Bicep can set: the common ones and the per-Python-version ones."""
+    variables = parsed("app/function-app.bicep")["variables"]
+    per_version = variables["pythonWorkerSettings"]["value"]["operator"]["operands"]
+    return {**variables["appSettings"]["value"], **per_version["true_value"], **per_version["false_value"]}
+
+
+def test_init_indexing_is_set_only_for_the_older_worker() -> None:
+    """3.11/3.12's worker needs PYTHON_ENABLE_INIT_INDEXING for HTTP streaming; the 3.13+ worker
+    never reads it (tests/test_worker_conformance.py runs it with the setting unset)."""
+    file = parsed("app/function-app.bicep")
+    assert "PYTHON_ENABLE_INIT_INDEXING" not in file["variables"]["appSettings"]["value"]
+    conditional = file["variables"]["pythonWorkerSettings"]["value"]["operator"]
+    assert conditional["type"] == "conditional"
+    condition = conditional["operands"]["condition"]["function"]
+    assert condition["type"] == "contains" and condition["parameters"]["item_to_find"] == "pythonVersion"
+    (allowed,) = [d["argument"] for d in file["parameters"]["pythonVersion"]["decorators"] if d["type"] == "allowed"]
+    older_worker = [version for version in allowed if tuple(map(int, version.split("."))) < (3, 13)]
+    assert condition["parameters"]["container"] == older_worker == ["3.11", "3.12"]
+    assert conditional["operands"]["true_value"] == {"PYTHON_ENABLE_INIT_INDEXING": "1"}
+    assert conditional["operands"]["false_value"] == {}
+    properties = file["resources"]["functionApp__settings"]["config"]["properties"]["function"]
+    assert properties == {"type": "union", "parameters": {"arg_1": "appSettings", "arg_2": "pythonWorkerSettings"}}
 
 
 def test_settings_parity_code_local_and_bicep() -> None:

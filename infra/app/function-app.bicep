@@ -128,13 +128,17 @@ var appSettings = {
   OPENAI_API_KEY: openAiCompatibleApiKey
   OPENAI_MODEL: ''
   AZURE_CLIENT_ID: identityClientId
-  PYTHON_ENABLE_INIT_INDEXING: '1'
   PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY: 'true'
   APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsightsConnectionString
   APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
   // Message content stays out of telemetry and logs unless this is turned on.
   ENABLE_SENSITIVE_DATA: 'false'
 }
+
+// The Python worker for 3.11 and 3.12 indexes the app at init, which the HTTP streaming
+// extension needs, only with PYTHON_ENABLE_INIT_INDEXING=1. The 3.13+ worker
+// (azure-functions-runtime) always does and never reads the setting, so it is left out there.
+var pythonWorkerSettings = contains(['3.11', '3.12'], pythonVersion) ? { PYTHON_ENABLE_INIT_INDEXING: '1' } : {}
 
 var backgroundReadyInstances = [
   {
@@ -212,7 +216,7 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
 
   resource settings 'config' = {
     name: 'appsettings'
-    properties: appSettings
+    properties: union(appSettings, pythonWorkerSettings)
   }
 }
 
