@@ -46,7 +46,15 @@ param instanceMemoryMB int = 2048
 @maxValue(1000)
 param maximumInstanceCount int = 40
 
-@description('Provision Azure OpenAI and host WORKFLOW=chat-agents on it.')
+@description('Python on Flex Consumption: 3.13 (the default; azure-functions 2.x and the pinned azure-functions-runtime worker), or 3.12 / 3.11 (azure-functions 1.x, the platform worker).')
+@allowed([
+  '3.11'
+  '3.12'
+  '3.13'
+])
+param pythonVersion string = '3.13'
+
+@description('Provision Azure OpenAI and host WORKFLOW=chat-agents on it. Deploy requirements-chat-agents.txt as requirements.txt with it; the azd prepackage hook refuses to package without.')
 param deployAzureOpenAI bool = false
 
 @description('Model for the Azure OpenAI deployment.')
@@ -182,6 +190,7 @@ module functionApp 'app/function-app.bicep' = {
     applicationInsightsConnectionString: monitoring.outputs.connectionString
     instanceMemoryMB: instanceMemoryMB
     maximumInstanceCount: maximumInstanceCount
+    pythonVersion: pythonVersion
     webhookSecret: webhookSecret
     checkpointMacKeysSecretUri: checkpointMacKeysSecretUri
     workflow: deployAzureOpenAI ? 'chat-agents' : 'default'
@@ -200,3 +209,6 @@ output AZURE_FUNCTION_APP_HOSTNAME string = functionApp.outputs.defaultHostName
 output AZURE_STORAGE_ACCOUNT_NAME string = storage.outputs.name
 output AZURE_STORAGE_BLOB_ENDPOINT string = storage.outputs.blobEndpoint
 output CHECKPOINT_CONTAINER string = checkpointContainerName
+// azd's prepackage hook (scripts/check_deploy_requirements.sh) reads this: chat-agents needs
+// its own lock deployed.
+output WORKFLOW string = deployAzureOpenAI ? 'chat-agents' : 'default'

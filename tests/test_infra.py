@@ -369,3 +369,52 @@ def test_easy_auth_is_an_optional_entra_id_front_door_that_leaves_health_open() 
     assert "resource easyAuth 'Microsoft.Web/sites/config@2024-04-01' = if (length(easyAuthClientId) > 0)" in text
     assert "unauthenticatedClientAction: 'Return401'" in text and "'/api/health'" in text
     assert "easyAuthClientId: easyAuthClientId" in (INFRA / "main.bicep").read_text()
+
+
+def test_python_version_is_a_deployment_parameter() -> None:
+    """`-p pythonVersion=3.12` (or azd's PYTHON_VERSION) reaches the site's runtime setting."""
+    main, app = parsed("main.bicep"), parsed("app/function-app.bicep")
+
+    def allowed(file: dict[str, Any]) -> list[str]:
+        decorators = file["parameters"]["pythonVersion"]["decorators"]
+        return next(d["argument"] for d in decorators if d["type"] == "allowed")
+
+    assert allowed(main) == allowed(app) == ["3.11", "3.12", "3.13"]
+    assert main["parameters"]["pythonVersion"]["default"] == app["parameters"]["pythonVersion"]["default"] == "3.13"
+    assert main["modules"]["functionApp"]["config"]["params"]["pythonVersion"] == "pythonVersion"
+    parameters = json.loads((INFRA / "main.parameters.json").read_text())["parameters"]
+    assert parameters["pythonVersion"] == {"value": "${PYTHON_VERSION=3.13}"}
+
+
+def _prepackage(tmp_path: Path, workflow: str | None, lock: str) -> subprocess.CompletedProcess[str]:
+    """azd's prepackage hook, run in a copy of the project whose requirements.txt is ``lock``."""
+    (tmp_path / "scripts").mkdir(exist_ok=True)
+    hook = ROOT / "scripts" / "check_deploy_requirements.sh"
+    (tmp_path / "scripts" / hook.name).write_text(hook.read_text())
+    (tmp_path / "requirements.txt").write_text((ROOT / lock).read_text())
+    env = {"PATH": "/usr/bin:/bin", **({"WORKFLOW": workflow} if workflow else {})}
+    return subprocess.run(
+        ["sh", f"scripts/{hook.name}"], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+    )
+
+
+def test_azd_refuses_to_package_chat_agents_without_its_lock(tmp_path: Path) -> None:
+    """deployAzureOpenAI=true sets WORKFLOW=chat-agents; the default lock cannot run it."""
+    import yaml
+
+    hooks = yaml.safe_load((ROOT / "azure.yaml").read_text())["services"]["api"]["hooks"]["prepackage"]
+    assert hooks["posix"] == {"shell": "sh", "run": "scripts/check_deploy_requirements.sh"}
+    assert "requirements-chat-agents.txt" in hooks["windows"]["run"]
+    outputs = parsed("main.bicep")["outputs"]["WORKFLOW"]["value"]["operator"]["operands"]
+    assert (outputs["condition"], outputs["true_value"], outputs["false_value"]) == (
+        "deployAzureOpenAI",
+        "chat-agents",
+        "default",
+    )
+
+    refused = _prepackage(tmp_path, "chat-agents", "requirements.txt")
+    assert refused.returncode == 1
+    assert "cp requirements-chat-agents.txt requirements.txt" in refused.stderr
+    assert _prepackage(tmp_path, "chat-agents", "requirements-chat-agents.txt").returncode == 0
+    assert _prepackage(tmp_path, "default", "requirements.txt").returncode == 0
+    assert _prepackage(tmp_path, None, "requirements.txt").returncode == 0
