@@ -38,9 +38,8 @@ def sizes(target: Path) -> dict[str, int]:
         total = 0
         with record.open(newline="") as handle:
             for row in csv.reader(handle):
-                path = target / row[0]
-                if row and path.is_file():
-                    total += path.stat().st_size
+                if row and (target / row[0]).is_file():
+                    total += (target / row[0]).stat().st_size
         found[name] = total
     return found
 

@@ -41,7 +41,7 @@ compile() {  # compile OUTPUT INPUT [uv options]...
     --index-url https://pypi.org/simple --no-emit-index-url \
     --custom-compile-command "scripts/lock.sh" --quiet
 }
-compile requirements-dev.txt requirements-dev.in "${upgrade[@]}"
+compile requirements-dev.txt requirements-dev.in ${upgrade[@]+"${upgrade[@]}"}  # (bash 3.2-safe when empty)
 compile requirements-chat-agents.txt requirements-chat-agents.in --constraint requirements-dev.txt
 compile requirements.txt requirements.in --constraint requirements-dev.txt
 echo "Locked requirements.txt, requirements-chat-agents.txt and requirements-dev.txt for Python >= $lowest."

@@ -209,6 +209,9 @@ ensure_venv() {
   elif [ "${built%% *}" != "$python_version" ] || [ "${built##* }" != "$python_base" ]; then
     echo "Rebuilding $dir: it was built with Python ${built%% *} (${built##* }), this run uses $python_version ($python_base)."
     rm -rf "$dir"
+  elif ! "$dir/bin/python" -m pip --version >/dev/null 2>&1; then
+    echo "Rebuilding $dir: it has no pip (made by another tool?)."
+    rm -rf "$dir"
   elif [ ! -f "$stamp_file" ]; then
     # Built by an older setup.sh with this same interpreter: bring it in line, keep it.
     echo "Updating $dir: no record of what it was built from; installing the pinned set into it."

@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SETUP_INPUTS = ["scripts/setup.sh", "pyproject.toml", "package.json", "package-lock.json"]
-THIS_PYTHON = Path(sys.executable)  # the test venv's 3.11: a supported interpreter
+THIS_PYTHON = Path(sys.executable)  # the test venv's Python: a supported interpreter
 HIDDEN = {"node", "npm", "npx"}
 
 
@@ -174,17 +174,19 @@ def test_venvs_are_kept_when_current_and_rebuilt_when_pins_or_interpreter_change
     assert ".venv is up to date." in again and ".venv-iac is up to date." in again
 
     # Two changes at once (the two venvs are built side by side): checkov's pins move, and
-    # .venv is replaced by one another interpreter left (say a failed attempt with 3.12).
+    # .venv is replaced by one another interpreter left (say a failed attempt with 3.12:
+    # whichever supported version this test does not run on).
     with (project / "constraints-iac.txt").open("a") as handle:
         handle.write("# a changed pin\n")
     shutil.rmtree(project / ".venv")
-    other = _pyenv_python("3.12")
+    other_version = "3.12" if sys.version_info[:2] != (3, 12) else "3.11"
+    other = _pyenv_python(other_version)
     subprocess.run([str(other), "-m", "venv", "--without-pip", str(project / ".venv")], check=True, timeout=120)
     changed = _setup(project, env)
     assert changed.returncode == 0, changed.stdout
     lines = changed.stdout.splitlines()
     assert "Rebuilding .venv-iac: requirements-iac.txt or constraints-iac.txt changed" in changed.stdout
-    assert any(line.startswith("Rebuilding .venv: it was built with Python 3.12") for line in lines)
+    assert any(line.startswith(f"Rebuilding .venv: it was built with Python {other_version}") for line in lines)
     built = subprocess.run(
         [str(project / ".venv" / "bin" / "python"), "-c", "import sys; print(sys.version_info[:2])"],
         capture_output=True,
@@ -211,3 +213,15 @@ def test_iac_constraints_pin_what_requirements_iac_names() -> None:
     # The two pins that make checkov need its own venv.
     assert pins["pycep-parser"] == "0.5.1"
     assert "packaging" in pins
+
+
+def test_a_venv_without_pip_and_without_a_stamp_is_rebuilt(installed_azurite: Path) -> None:
+    """A venv made by other tools (``uv venv``, ``python -m venv --without-pip``) has no pip to
+    install into; setup must rebuild it rather than fail with "No module named pip"."""
+    project = installed_azurite
+    subprocess.run([str(THIS_PYTHON), "-m", "venv", "--without-pip", str(project / ".venv")], check=True, timeout=120)
+    done = _setup(project, {**os.environ, "PYTHON": str(THIS_PYTHON)}, "--no-iac")
+    assert done.returncode == 0, done.stdout
+    assert "Rebuilding .venv: it has no pip (made by another tool?)." in done.stdout.splitlines()
+    pip = subprocess.run([str(project / ".venv" / "bin" / "python"), "-m", "pip", "--version"], check=False)
+    assert pip.returncode == 0

@@ -71,9 +71,11 @@ async def worker(
     else:
         monkeypatch.setenv("PYTHON_ENABLE_INIT_INDEXING", request.param)
     driver = WorkerDriver(ROOT)
-    await driver.start()
-    yield driver
-    await driver.close()
+    try:  # a start that fails after the worker started its server must still stop it
+        await driver.start()
+        yield driver
+    finally:
+        await driver.close()
 
 
 async def test_init_indexes_every_trigger_and_advertises_the_streaming_server(
