@@ -391,25 +391,26 @@ class Bench:
         )
 
     # 5 -------------------------------------------------------------------------------
-    def cold_start(self, report: Report, base: str, pythons: list[str]) -> None:
+    def cold_start(self, report: Report, base: str, pythons: list[str]) -> None:  # one or two interpreters
         """Fresh processes per interpreter, interleaved per round so load hits them equally."""
         floor_code = (
             "import azure.functions, azure.storage.blob.aio; from agent_framework import WorkflowBuilder, Executor"
         )
-        codes = {
-            "python": "pass",
-            "floor": floor_code,
-            "with_fastapi": floor_code + "; import fastapi",
-            "app": "import function_app",
-            "first": _FIRST_RESUME.format(base=base),
+        # name -> (row label, code timed in a fresh process)
+        measures = {
+            "python": ("`python -c pass` (interpreter only)", "pass"),
+            "floor": ("floor: import azure.functions + azure.storage.blob.aio + workflow classes", floor_code),
+            "with_fastapi": (
+                "floor + `fastapi` (imported by the HTTP streaming extension)",
+                floor_code + "; import fastapi",
+            ),
+            "app": ("`import function_app`", "import function_app"),
+            "first": (
+                "process start → first completed resume (in-process call on Azurite)",
+                _FIRST_RESUME.format(base=base),
+            ),
         }
-        labels = {
-            "python": "`python -c pass` (interpreter only)",
-            "floor": "floor: import azure.functions + azure.storage.blob.aio + workflow classes",
-            "with_fastapi": "floor + `fastapi` (imported by the HTTP streaming extension)",
-            "app": "`import function_app`",
-            "first": "process start → first completed resume (in-process call on Azurite)",
-        }
+        codes = {name: code for name, (_, code) in measures.items()}
         medians = _spawn_medians(codes, self.plan.cold_repeats, pythons)
         versions = [_version_of(python) for python in pythons]
         columns = ["measure"]
@@ -418,7 +419,7 @@ class Bench:
         if len(pythons) > 1:
             columns.append(f"{versions[0]} / {versions[1]}")
         rows = []
-        for name, label in labels.items():
+        for name, (label, _) in measures.items():
             row = [label]
             for python in pythons:
                 value, floor = medians[python, name], medians[python, "floor"]
@@ -605,7 +606,7 @@ def machine() -> str:
     )
 
 
-async def run(plan: Plan, quick: bool, compare_pythons: list[str]) -> Report:
+async def run(plan: Plan, quick: bool, compare_python: str | None) -> Report:
     report = Report()
     counter = OperationCounter()
     storage_client.request_hook = counter
@@ -625,7 +626,7 @@ async def run(plan: Plan, quick: bool, compare_pythons: list[str]) -> Report:
     finally:
         await storage_client.close_all()
         await run_queue.close_all()
-    bench.cold_start(report, base, [sys.executable, *compare_pythons])
+    bench.cold_start(report, base, [sys.executable, *([compare_python] if compare_python else [])])
     return report
 
 
@@ -636,8 +637,6 @@ def main() -> None:
     parser.add_argument("--plot", type=Path, help="also write a PNG plot here (needs requirements-bench.txt)")
     parser.add_argument(
         "--compare-python",
-        action="append",
-        default=[],
         metavar="PYTHON",
         help="also time the cold start with this interpreter (a venv with this project's lock, "
         "e.g. .venv-3.11/bin/python), side by side with the one running the benchmark",
