@@ -25,7 +25,7 @@ from agent_framework.exceptions import WorkflowCheckpointException
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob.aio import ContainerClient
 
-from . import tracing
+from . import layout, tracing
 from .checkpoint_codec import CheckpointCodec
 from .checkpoint_info import CheckpointInfo, checkpoint_status
 from .checkpoint_mac import CheckpointMac, MacMismatch
@@ -35,7 +35,7 @@ from .storage import create_container_if_missing, download_capped, storage_unava
 
 logger = logging.getLogger(__name__)
 
-BLOB_PREFIX = "checkpoints/"
+BLOB_PREFIX = layout.CHECKPOINTS
 _CONTENT_TYPE = "application/json"
 # Above this many bytes, encode and decode run on a worker thread. The hop costs about
 # 0.1 ms; decoding 64 KiB costs several times that, and a 4 MiB checkpoint tens of ms.

@@ -33,6 +33,7 @@ from typing import Any
 
 from azure.storage.blob.aio import ContainerClient
 
+from . import layout
 from .blob_records import BlobRecords, Record, RecordConflict, RecordUnreadable
 from .errors import (
     ClaimLost,
@@ -45,7 +46,7 @@ from .errors import (
 )
 
 logger = logging.getLogger(__name__)
-PREFIX = "idempotency/"
+PREFIX = layout.IDEMPOTENCY
 MAX_KEY_LENGTH = 255
 # A live request renews its claim every RENEW_SECONDS; one not renewed for CLAIM_SECONDS
 # is taken to belong to a worker that died.

@@ -20,7 +20,7 @@ from typing import Any
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.storage.blob.aio import ContainerClient
 
-from . import strict_json
+from . import layout, strict_json
 from .cancel_safe import finish_even_if_cancelled
 from .errors import ResumeError
 from .storage import create_container_if_missing, storage_unavailable_on_failure
@@ -32,7 +32,7 @@ _MAX_APPEND = 4 * 1024 * 1024
 
 
 def log_name(run_id: str, attempt: int) -> str:
-    return f"runs/{run_id}/events-{attempt}.jsonl"
+    return layout.run_events_blob(run_id, attempt)
 
 
 @dataclass(frozen=True, slots=True)

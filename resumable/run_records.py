@@ -28,10 +28,11 @@ from typing import Any
 
 from azure.storage.blob.aio import ContainerClient
 
+from . import layout
 from .blob_records import BlobRecords, Record, RecordConflict, RecordUnreadable
 from .errors import RunRecordUnreadable
 
-PREFIX = "runs/"
+PREFIX = layout.RUNS
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
 TERMINAL = frozenset({SUCCEEDED, FAILED, CANCELLED})
 _STATUSES = frozenset({QUEUED, RUNNING}) | TERMINAL

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob.aio import ContainerClient
 
+from . import layout
 from .blob_records import BlobRecords, Record, RecordConflict, RecordUnreadable
 from .blob_store import BlobCheckpointStorage
 from .blob_store import blob_name as checkpoint_blob
@@ -39,7 +40,7 @@ from .threads import PREFIX as PREFIX_THREADS
 from .threads import ThreadHead, ThreadPointers
 
 logger = logging.getLogger(__name__)
-METADATA_PREFIX = "thread-meta/"
+METADATA_PREFIX = layout.THREAD_METADATA
 MAX_METADATA_BYTES = 4096
 MAX_METADATA_KEYS = 32
 MAX_PAGE = 100

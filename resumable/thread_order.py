@@ -14,10 +14,11 @@ import time
 
 from azure.storage.blob.aio import ContainerClient
 
+from . import layout
 from .blob_records import BlobRecords, RecordConflict
 from .errors import ThreadBusy
 
-PREFIX = "run-order/"
+PREFIX = layout.RUN_ORDER
 # More queued turns than this on one thread is a caller out of control: 409.
 MAX_PENDING = 100
 _CAS_ATTEMPTS = 20

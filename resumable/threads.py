@@ -26,7 +26,7 @@ from typing import Any
 
 from azure.storage.blob.aio import ContainerClient
 
-from . import tracing
+from . import layout, tracing
 from .blob_records import BlobRecords, RecordConflict, RecordUnreadable
 from .blob_store import BlobCheckpointStorage
 from .errors import (
@@ -41,7 +41,7 @@ from .ids import validate_id
 
 logger = logging.getLogger(__name__)
 
-PREFIX = "threads/"
+PREFIX = layout.THREADS
 LINEAGE_KEPT = 10
 
 

@@ -22,11 +22,7 @@ from functions_adapter.settings import (
     TELEMETRY_SETTINGS,
     TUNING_SETTINGS,
 )
-from resumable.blob_store import BLOB_PREFIX
-from resumable.idempotency import PREFIX as IDEMPOTENCY_PREFIX
-from resumable.run_records import PREFIX as RUNS_PREFIX
-from resumable.thread_order import PREFIX as ORDER_PREFIX
-from resumable.threads import PREFIX as THREADS_PREFIX
+from resumable import layout
 
 ROOT = Path(__file__).resolve().parent.parent
 INFRA = ROOT / "infra"
@@ -170,7 +166,7 @@ def test_lifecycle_rules_expire_idle_threads_whole_and_idempotency_records() -> 
     # Checkpoints and thread pointers share one idle clock, so an idle thread goes whole;
     # the prefixes must be where blob_store and threads write, and nothing else.
     assert sorted(idle_rule["filters"]["prefixMatch"]) == sorted(
-        ["${checkpointContainerName}/" + BLOB_PREFIX, "${checkpointContainerName}/" + THREADS_PREFIX]
+        "${checkpointContainerName}/" + prefix for prefix in layout.IDLE_EXPIRY
     )
     text = (INFRA / "app" / "storage.bicep").read_text()
     assert "daysAfterCreationGreaterThan" not in text, "an age rule would delete a live thread's head"
@@ -178,7 +174,7 @@ def test_lifecycle_rules_expire_idle_threads_whole_and_idempotency_records() -> 
     # Idempotency records, and background runs' records, event logs and pending lists: the
     # prefixes the code writes, so a rename in code cannot leave them growing forever.
     assert idempotency_rule["filters"]["prefixMatch"] == [
-        "${checkpointContainerName}/" + prefix for prefix in (IDEMPOTENCY_PREFIX, RUNS_PREFIX, ORDER_PREFIX)
+        "${checkpointContainerName}/" + prefix for prefix in layout.MODIFIED_EXPIRY
     ]
     assert idempotency_rule["filters"]["blobTypes"] == ["blockBlob", "appendBlob"]
     assert idempotency_rule["actions"]["baseBlob"]["delete"] == {
