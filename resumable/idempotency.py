@@ -16,25 +16,27 @@ A record per key (``idempotency/<sha256(key)>.json``) moves through three states
   gets those bytes back; a different request with the key gets 422.
 
 Errors release the claim (delete), so a rejected request leaves no record and the
-caller's retry is judged afresh. Records expire after the TTL.
+caller's retry is judged afresh. Records expire after the TTL. A background accept
+stores its 202 as ``completed`` at once (``accept_once``), naming its run.
+
+Every write goes through ``RecordStore.update``, so a write whose answer was lost
+counts as written (the claim is still this request's) and never as a conflict.
 """
 
 from __future__ import annotations
 
-import base64
-import contextlib
+import dataclasses
 import hashlib
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from azure.storage.blob.aio import ContainerClient
 
 from . import layout
-from .blob_records import BlobRecords, Record, RecordConflict, RecordUnreadable
+from .blob_records import RecordUnreadable
 from .errors import (
     ClaimLost,
     IdempotencyKeyReused,
@@ -44,6 +46,8 @@ from .errors import (
     ResumeError,
     WebhookIdReused,
 )
+from .idempotency_record import COMMITTING, COMPLETED, IN_PROGRESS, KeyRecord
+from .record_store import DELETE, RecordContended, RecordStore, Stored
 
 logger = logging.getLogger(__name__)
 PREFIX = layout.IDEMPOTENCY
@@ -74,10 +78,18 @@ def fingerprint(method: str, path: str, body: bytes) -> str:
     return hashlib.sha256(f"{method} {path}\n".encode() + body).hexdigest()
 
 
+def record_name(key: str, kind: str) -> str:
+    """The record's name: the two namespaces never meet (an Idempotency-Key never
+    matches a webhook-id with the same text)."""
+    validate_key(key)
+    return hashlib.sha256(key.encode() if kind == IDEMPOTENCY_KEY else f"{kind}\n{key}".encode()).hexdigest()
+
+
 @dataclass(frozen=True, slots=True)
 class StoredResponse:
     status: int
     body: bytes
+    run_id: str | None = None
 
 
 @dataclass(slots=True)
@@ -89,149 +101,163 @@ class Claim:
 
     name: str
     fingerprint: str
-    record: Record
+    record: Stored[KeyRecord]
     token: str
 
 
-# The fields each state must have, with their JSON types: a record of another shape was
-# not written by this app, and is refused rather than read as "some other request".
-_NUMBER = (int, float)
-_SHAPES: dict[str, dict[str, type | tuple[type, ...]]] = {
-    "in_progress": {"fingerprint": str, "claimed_at": _NUMBER, "token": str},
-    "committing": {
-        "fingerprint": str,
-        "claimed_at": _NUMBER,
-        "token": str,
-        "checkpoint_id": str,
-        "thread_id": (str, type(None)),
-        "status": int,
-        "body": str,
-    },
-    "completed": {"fingerprint": str, "status": int, "body": str, "expires_at": _NUMBER},
-}
+class _CheckCommit(Exception):
+    """The record is ``committing``: whether that commit happened needs a storage read."""
+
+    def __init__(self, record: KeyRecord) -> None:
+        self.record = record
 
 
-def _check_shape(data: dict[str, Any]) -> None:
-    shape = _SHAPES.get(data.get("state"))  # type: ignore[arg-type]
-    if shape is None:
-        raise RecordUnreadable("unknown state")
-    for field_name, expected in shape.items():
-        value = data.get(field_name)
-        if not isinstance(value, expected) or isinstance(value, bool):
-            raise RecordUnreadable(f"field {field_name!r} is missing or has the wrong type")
+def _reused(kind: str) -> ResumeError:
+    if kind == WEBHOOK_ID:
+        return WebhookIdReused("This webhook-id was already delivered with a different request.")
+    return IdempotencyKeyReused("This Idempotency-Key was used with a different request.")
 
 
-def _stored(data: dict[str, Any]) -> StoredResponse:
-    try:
-        return StoredResponse(int(data["status"]), base64.b64decode(data["body"], validate=True))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise IdempotencyRecordUnreadable("The stored response for this Idempotency-Key cannot be read.") from exc
+def _stored(record: KeyRecord) -> StoredResponse:
+    if record.status is None or record.body is None:
+        raise IdempotencyRecordUnreadable("The stored response for this Idempotency-Key cannot be read.")
+    return StoredResponse(record.status, record.body, record.run_id)
 
 
 class IdempotencyStore:
     def __init__(self, container: ContainerClient, *, ttl_seconds: int, committed: CommitCheck) -> None:
-        self._records = BlobRecords(container, PREFIX)
+        self._records = RecordStore(container, PREFIX, KeyRecord)
         self._ttl = ttl_seconds
         self._committed = committed
 
-    async def _get(self, name: str) -> Record | None:
+    async def _update(self, name: str, change: Callable[..., object], **kwargs: object) -> Stored[KeyRecord] | None:
         try:
-            record = await self._records.get(name)
-            if record is not None:
-                _check_shape(record.data)
+            return await self._records.update(name, change, **kwargs)  # type: ignore[arg-type]
         except RecordUnreadable as exc:
             logger.error("Idempotency record %s%s.json is unreadable: %s", PREFIX, name, exc)
             raise IdempotencyRecordUnreadable("The record for this Idempotency-Key cannot be read.") from exc
-        return record
+        except RecordContended:
+            raise RequestInProgress("The Idempotency-Key is contended; retry later.") from None
+
+    async def _claim_or_replay(
+        self, name: str, kind: str, wanted: KeyRecord, *, on_completed: Callable[[KeyRecord], None]
+    ) -> Stored[KeyRecord] | None:
+        """Write ``wanted`` where the key is free (absent, expired, or abandoned), else judge
+        the record: a replay (``on_completed``), a reuse (422/409), or in progress (409)."""
+        verified: set[str] = set()  # committing checkpoints found not committed
+        # Optimistic: most keys are new, so create first (one write); an existing record
+        # costs the failed create and one read.
+        start: dict[str, object] = {"current": None}
+        for _ in range(3):
+
+            def change(current: KeyRecord | None) -> KeyRecord | None:
+                now = time.time()
+                if current is None or (current.state == COMPLETED and now > float(current.expires_at or 0)):
+                    return wanted
+                if current.fingerprint != wanted.fingerprint:
+                    raise _reused(kind)
+                if current.state == COMPLETED:
+                    on_completed(current)
+                    return None
+                if current.state == COMMITTING and current.checkpoint_id not in verified:
+                    raise _CheckCommit(current)
+                if now - float(current.claimed_at or 0) > CLAIM_SECONDS:
+                    return wanted  # its holder died without finishing
+                raise RequestInProgress("A request with this Idempotency-Key is still running; retry later.")
+
+            try:
+                return await self._update(name, change, **start)
+            except _CheckCommit as pending:
+                start = {}
+                committing = pending.record
+                if await self._committed(str(committing.checkpoint_id), committing.thread_id):
+                    # The run committed but its last write was lost: its response is final.
+                    await self._finish(name, committing)
+                    on_completed(committing)
+                    return None
+                verified.add(str(committing.checkpoint_id))
+        raise RequestInProgress("The Idempotency-Key is contended; retry later.")
 
     async def begin(self, key: str, request_fingerprint: str, *, kind: str = IDEMPOTENCY_KEY) -> Claim | StoredResponse:
-        """Claim the key, or return the stored response of an earlier identical request.
-
-        ``kind`` keeps the two namespaces apart: an Idempotency-Key never matches a
-        webhook-id with the same text.
-        """
-        validate_key(key)
-        name = hashlib.sha256(key.encode() if kind == IDEMPOTENCY_KEY else f"{kind}\n{key}".encode()).hexdigest()
-        # A token of this attempt: if the create's answer is lost and the SDK's retry
-        # meets the record, the token shows it is this request's own claim.
+        """Claim the key, or return the stored response of an earlier identical request."""
+        name = record_name(key, kind)
         token = uuid.uuid4().hex
-        for _ in range(3):
-            now = time.time()
-            claim = {"state": "in_progress", "fingerprint": request_fingerprint, "claimed_at": now, "token": token}
-            try:
-                return Claim(name, request_fingerprint, await self._records.create(name, claim), token)
-            except RecordConflict:
-                existing = await self._get(name)
-            if existing is None:
-                continue  # deleted meanwhile: try to create again
-            data = existing.data
-            state = data.get("state")
-            if data.get("token") == token and state == "in_progress":
-                return Claim(name, request_fingerprint, existing, token)
-            if state == "completed" and now > float(data.get("expires_at", now + 1)):
-                with contextlib.suppress(RecordConflict):
-                    taken = await self._records.replace(name, claim, existing.etag)
-                    return Claim(name, request_fingerprint, taken, token)
-                continue
-            if data.get("fingerprint") != request_fingerprint:
-                if kind == WEBHOOK_ID:
-                    raise WebhookIdReused("This webhook-id was already delivered with a different request.")
-                raise IdempotencyKeyReused("This Idempotency-Key was used with a different request.")
-            if state == "completed":
-                return _stored(data)
-            if state == "committing" and await self._committed(str(data.get("checkpoint_id")), data.get("thread_id")):
-                # The run committed but its last write was lost: its response is final.
-                await self._finish(name, data, existing.etag)
-                return _stored(data)
-            if now - float(data.get("claimed_at", 0)) > CLAIM_SECONDS:
-                with contextlib.suppress(RecordConflict):
-                    taken = await self._records.replace(name, claim, existing.etag)
-                    return Claim(name, request_fingerprint, taken, token)
-                continue
-            raise RequestInProgress("A request with this Idempotency-Key is still running; retry later.")
-        raise RequestInProgress("The Idempotency-Key is contended; retry later.")
+        replay: list[StoredResponse] = []
+        claim = KeyRecord(IN_PROGRESS, request_fingerprint, token=token, claimed_at=time.time())
+        written = await self._claim_or_replay(name, kind, claim, on_completed=lambda r: replay.append(_stored(r)))
+        if replay:
+            return replay[0]
+        if written is None or not written.value.held_by(token):
+            raise RequestInProgress("The Idempotency-Key is contended; retry later.")
+        return Claim(name, request_fingerprint, written, token)
+
+    async def accept_once(
+        self, key: str, request_fingerprint: str, response: StoredResponse, *, kind: str, thread_id: str | None
+    ) -> StoredResponse | None:
+        """Store a background accept's response for the key: None if it was stored now
+        (the run is this request's to create), or the earlier identical accept's response."""
+        name = record_name(key, kind)
+        replay: list[StoredResponse] = []
+        accepted = KeyRecord(
+            COMPLETED,
+            request_fingerprint,
+            status=response.status,
+            body=response.body,
+            thread_id=thread_id,
+            run_id=response.run_id,
+            expires_at=time.time() + self._ttl,
+        )
+        await self._claim_or_replay(name, kind, accepted, on_completed=lambda r: replay.append(_stored(r)))
+        return replay[0] if replay else None
+
+    async def _change_claim(self, claim: Claim, change: Callable[[KeyRecord], KeyRecord | object]) -> None:
+        """Apply ``change`` while the record is still this claim's; ``ClaimLost`` otherwise."""
+
+        def ours(current: KeyRecord | None) -> KeyRecord | object:
+            if current is None or not current.held_by(claim.token):
+                raise ClaimLost("This request's Idempotency-Key claim was taken over; it was not applied.")
+            return change(current)
+
+        written = await self._update(claim.name, ours, current=claim.record)
+        if written is not None:
+            claim.record = written
 
     async def renew(self, claim: Claim) -> None:
         """Show the claim is alive; ``ClaimLost`` if it was taken over meanwhile."""
-        data = {**claim.record.data, "claimed_at": time.time()}
-        try:
-            claim.record = await self._records.replace(claim.name, data, claim.record.etag)
-        except RecordConflict as exc:
-            raise ClaimLost("This request's Idempotency-Key claim was taken over; it was not applied.") from exc
+        await self._change_claim(claim, lambda record: record.renewed(time.time()))
 
     async def committing(self, claim: Claim, checkpoint_id: str, thread_id: str | None, body: bytes) -> None:
         """Record what is about to be committed; ``ClaimLost`` (commit nothing) if not ours."""
-        data = {
-            **claim.record.data,
-            "state": "committing",
-            "claimed_at": time.time(),
-            "checkpoint_id": checkpoint_id,
-            "thread_id": thread_id,
-            "status": 200,
-            "body": base64.b64encode(body).decode(),
-        }
-        try:
-            claim.record = await self._records.replace(claim.name, data, claim.record.etag)
-        except RecordConflict as exc:
-            raise ClaimLost("This request's Idempotency-Key claim was taken over; it was not applied.") from exc
+        now = time.time()
+        await self._change_claim(
+            claim,
+            lambda record: KeyRecord(
+                COMMITTING,
+                record.fingerprint,
+                token=record.token,
+                claimed_at=now,
+                checkpoint_id=checkpoint_id,
+                thread_id=thread_id,
+                status=200,
+                body=body,
+            ),
+        )
 
-    async def _finish(self, name: str, data: dict[str, Any], etag: str) -> Record | None:
-        record = {
-            "state": "completed",
-            "thread_id": data.get("thread_id"),  # so deleting a thread finds its records
-            "fingerprint": data["fingerprint"],
-            "status": data["status"],
-            "body": data["body"],
-            "expires_at": time.time() + self._ttl,
-        }
+    async def _finish(self, name: str, record: KeyRecord, current: Stored[KeyRecord] | None = None) -> None:
+        """Mark ``record``'s claim completed, if the record is still that claim."""
+        expires_at = time.time() + self._ttl
+
+        def completed(now: KeyRecord | None) -> KeyRecord | None:
+            if now is None or not now.held_by(str(record.token)):
+                return None
+            return record.completed(expires_at=expires_at)
+
         try:
-            return await self._records.replace(name, record, etag)
-        except RecordConflict:
-            return None
+            kwargs = {} if current is None else {"current": current}
+            await self._update(name, completed, **kwargs)
         except ResumeError:
             # Still ``committing``: whoever reads it next checks the commit and replays.
             logger.warning("Could not mark an Idempotency-Key completed; the next retry will")
-            return None
 
     async def complete(self, claim: Claim, status: int, body: bytes) -> None:
         """Store the response. Never raises: the call has already succeeded.
@@ -239,10 +265,8 @@ class IdempotencyStore:
         If storage fails here, the record stays ``committing`` (or ``in_progress``, for a
         response that committed nothing) and the next retry settles it.
         """
-        data = {**claim.record.data, "status": status, "body": base64.b64encode(body).decode()}
-        record = await self._finish(claim.name, data, claim.record.etag)
-        if record is not None:
-            claim.record = record
+        record = dataclasses.replace(claim.record.value, status=status, body=body)
+        await self._finish(claim.name, record, claim.record)
 
     async def abandon(self, claim: Claim) -> None:
         """The request failed: release the key, unless what it was committing did commit.
@@ -251,21 +275,21 @@ class IdempotencyStore:
         must not free the key, or a retry would run the turn a second time. When the
         check cannot be made, the record stays ``committing`` for the next retry to settle.
         """
-        data = claim.record.data
-        if data.get("state") == "committing":
+        record = claim.record.value
+        if record.state == COMMITTING:
             try:
-                committed = await self._committed(str(data["checkpoint_id"]), data.get("thread_id"))
+                committed = await self._committed(str(record.checkpoint_id), record.thread_id)
             except ResumeError:
                 logger.warning("Could not tell whether a failed request committed; its key stays held")
                 return
             if committed:
-                await self.complete(claim, int(data["status"]), base64.b64decode(data["body"]))
+                await self._finish(claim.name, record, claim.record)
                 return
         await self.release(claim)
 
     async def release(self, claim: Claim) -> None:
         """Give the key back so a retry runs again. Never raises (it runs on error paths)."""
         try:
-            await self._records.delete(claim.name, etag=claim.record.etag)
+            await self._change_claim(claim, lambda record: DELETE)
         except ResumeError:
             logger.warning("Could not release an Idempotency-Key; its claim will go stale")

@@ -227,3 +227,23 @@ async def test_an_unreadable_record_is_an_error_not_another_request(
     again = await keyed(recording, "key-corrupt", body)
     assert (again.status, (await again.json())["error"]["code"]) == (500, "idempotency_record_unreadable")
     assert calls == recording_workflow.CALLS
+
+
+@pytest.mark.parametrize("error", ["conflict", "outage"])
+@pytest.mark.parametrize("url", [URL, "/api/threads/lost-answers/runs"])
+async def test_every_claim_write_whose_answer_was_lost_still_counts(
+    recording: FunctionHost, monkeypatch: pytest.MonkeyPatch, error: str, url: str
+) -> None:
+    """Each write of a keyed call (claim, committing, completed) lands and loses its answer
+    in turn: the call succeeds once, and a retry replays it without running again."""
+    from devtools.record_faults import lose_answers
+    from resumable import layout
+
+    with lose_answers(monkeypatch, layout.IDEMPOTENCY, times=3, error=error) as hits:
+        first = await keyed(recording, "key-lost", {"messages": "once"}, url=url)
+    assert len(hits.writes) == 3
+    assert first.status == 200, await first.body()
+    calls = list(recording_workflow.CALLS)
+    retry = await keyed(recording, "key-lost", {"messages": "once"}, url=url)
+    assert (retry.status, await retry.body()) == (200, await first.body())
+    assert calls == recording_workflow.CALLS

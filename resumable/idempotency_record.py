@@ -1,0 +1,103 @@
+"""The record an Idempotency-Key (or webhook-id) names, and its three states.
+
+* ``in_progress``: a request holds the key (``token``), renewed at ``claimed_at``.
+* ``committing``: the holder is about to commit ``checkpoint_id`` (on ``thread_id``),
+  and ``body`` is the exact response it will give.
+* ``completed``: the response (``status``, ``body``) every retry gets, until
+  ``expires_at``. A background accept stores its 202 here, with the ``run_id`` it named.
+
+Each state has the fields it must have, with their JSON types: a record of another
+shape was not written by this app, and is refused rather than read as some other request.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+IN_PROGRESS, COMMITTING, COMPLETED = "in_progress", "committing", "completed"
+_NUMBER = (int, float)
+_SHAPES: dict[str, dict[str, type | tuple[type, ...]]] = {
+    IN_PROGRESS: {"fingerprint": str, "claimed_at": _NUMBER, "token": str},
+    COMMITTING: {
+        "fingerprint": str,
+        "claimed_at": _NUMBER,
+        "token": str,
+        "checkpoint_id": str,
+        "thread_id": (str, type(None)),
+        "status": int,
+        "body": str,
+    },
+    COMPLETED: {"fingerprint": str, "status": int, "body": str, "expires_at": _NUMBER},
+}
+_OPTIONAL: dict[str, type | tuple[type, ...]] = {"thread_id": (str, type(None)), "run_id": (str, type(None))}
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRecord:
+    VERSION: ClassVar[int] = 1
+    state: str
+    fingerprint: str
+    token: str | None = None
+    claimed_at: float | None = None
+    checkpoint_id: str | None = None
+    thread_id: str | None = None
+    status: int | None = None
+    body: bytes | None = None
+    expires_at: float | None = None
+    run_id: str | None = None
+
+    def held_by(self, token: str) -> bool:
+        return self.state in (IN_PROGRESS, COMMITTING) and self.token == token
+
+    def completed(self, *, expires_at: float, status: int | None = None, body: bytes | None = None) -> KeyRecord:
+        """This record's response, final (the claim's token and times go)."""
+        return KeyRecord(
+            COMPLETED,
+            self.fingerprint,
+            status=self.status if status is None else status,
+            body=self.body if body is None else body,
+            thread_id=self.thread_id,  # so deleting a thread finds its records
+            expires_at=expires_at,
+            run_id=self.run_id,
+        )
+
+    def renewed(self, now: float) -> KeyRecord:
+        return dataclasses.replace(self, claimed_at=now)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"state": self.state, "fingerprint": self.fingerprint}
+        for name in ("token", "claimed_at", "checkpoint_id", "status", "expires_at", "run_id"):
+            value = getattr(self, name)
+            if value is not None:
+                data[name] = value
+        if self.state != IN_PROGRESS:
+            data["thread_id"] = self.thread_id
+        if self.body is not None:
+            data["body"] = base64.b64encode(self.body).decode()
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> KeyRecord:
+        shape = _SHAPES.get(data.get("state"))  # type: ignore[arg-type]
+        if shape is None:
+            raise ValueError("unknown state")
+        for name, expected in {**_OPTIONAL, **shape}.items():
+            value = data.get(name)
+            if (name in shape or value is not None) and (not isinstance(value, expected) or isinstance(value, bool)):
+                raise TypeError(f"field {name!r} is missing or has the wrong type")
+        body = data.get("body")
+        return cls(
+            state=data["state"],
+            fingerprint=data["fingerprint"],
+            token=data.get("token"),
+            claimed_at=data.get("claimed_at"),
+            checkpoint_id=data.get("checkpoint_id"),
+            thread_id=data.get("thread_id"),
+            status=data.get("status"),
+            body=None if body is None else base64.b64decode(body, validate=True),
+            expires_at=data.get("expires_at"),
+            run_id=data.get("run_id"),
+        )
