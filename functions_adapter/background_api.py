@@ -34,14 +34,14 @@ from resumable.ids import validate_id
 from resumable.run_events import EventReader
 from resumable.run_queue import RunQueue
 from resumable.run_records import RunRecord, RunRecords
-from resumable.runs import RunRequest, RunService
+from resumable.runs import RunRequest
 from resumable.thread_order import ThreadOrder
 
 from . import callback_url, callbacks
-from .request_body import parse_run_request
 from .responses import JSON_MEDIA_TYPE, json_response, render_json
 from .settings import Settings
 from .sse import KEEPALIVE, MEDIA_TYPE, sse_event
+from .turns import Turn, build_turn
 from .wiring import build_service, container_for, load_settings
 
 logger = logging.getLogger(__name__)
@@ -80,16 +80,7 @@ def run_queue(settings: Settings) -> RunQueue:
     return RunQueue(settings.queue, settings.runs_queue)
 
 
-async def accept(
-    request: Request,
-    body: bytes,
-    run_request: RunRequest,
-    *,
-    settings: Settings,
-    service: RunService,
-    thread_id: str | None,
-    dedupe: Any,
-) -> Response:
+async def accept(request: Request, body: bytes, turn: Turn, *, settings: Settings, dedupe: Any) -> Response:
     """Queue a run and answer 202, or refuse it now exactly as a synchronous call would.
 
     Writes, in order: the queue message, the thread's pending list (thread turns), the
@@ -97,10 +88,12 @@ async def accept(
     written last, so one exists only for a run that will execute.
     """
     queue = run_queue(settings)
+    run_request, thread_id = turn.request, turn.thread_id
     async_preferred = "respond-async" in preferences(request.headers.get("prefer"))
     callback = await _callback_state(run_request.callback_url or settings.callback_url, settings)
-    if thread_id is None:
-        await service.validate(run_request)  # missing, incompatible, pending requests: refused now
+    # Missing, incompatible, pending requests, a thread being deleted, a fork outside the
+    # thread, an expired thread: refused now, as the synchronous call would be.
+    await turn.runner.validate(run_request)
     records = RunRecords(container_for(settings))
     request_fingerprint = fingerprint(request.method, request.url.path, body)
     if dedupe is not None:
@@ -198,18 +191,9 @@ def refuse_synchronous_callback(run_request: RunRequest) -> None:
 def parse_record(settings: Settings) -> Any:
     """How the queue trigger rebuilds a run's request from its record."""
 
-    def parse(record: RunRecord) -> RunRequest:
-        thread = record.thread_id is not None
-        parsed = parse_run_request(record.body, limits=settings.limits, thread=thread)
-        return RunRequest(
-            checkpoint_id=parsed.checkpoint_id,
-            turn=parsed.turn,
-            stream=True,
-            # A thread's background turns run one after another; a turn that still loses
-            # to a synchronous one runs again on the new head.
-            multitask="enqueue" if thread else parsed.multitask,
-            final_checkpoint_id=None if thread else record.run_id,
-        )
+    def parse(record: RunRecord) -> Turn:
+        service = build_service(settings)
+        return build_turn(settings, service, record.body, thread_id=record.thread_id, background_run_id=record.run_id)
 
     return parse
 
@@ -225,7 +209,6 @@ def background_runs(settings: Settings) -> BackgroundRuns:
         build_service(settings),
         parse_record(settings),
         lambda run_id, delay: queue.enqueue(run_id, delay_seconds=delay),
-        thread_lock_wait_seconds=settings.thread_lock_wait_seconds,
         on_finished=_callbacks(settings).schedule,
     )
 

@@ -21,14 +21,13 @@ from resumable.idempotency import WEBHOOK_ID, StoredResponse, fingerprint
 from resumable.ids import is_ascii_digits, validate_id
 from resumable.run_owner import RunOwner
 from resumable.runs import Runner, RunRequest
-from resumable.thread_runs import ThreadRunner
 
 from . import background_api, thread_api
 from . import signatures as webhook_signature
-from .request_body import parse_run_request
 from .request_trace import traced
 from .responses import JSON_MEDIA_TYPE, event_stream, json_response, replay
 from .settings import Settings
+from .turns import build_turn
 from .wiring import build_service, idempotency_store, load_settings
 
 
@@ -88,26 +87,13 @@ async def _post_run(request: Request, *, thread_id: str | None) -> Response:
     require_json(request.headers.get("content-type"))
     if thread_id is not None:
         await thread_api.gate(request, settings, "threads/{thread_id}/runs", thread_id)
-    run_request = parse_run_request(
-        body, accept=request.headers.get("accept"), limits=settings.limits, thread=thread_id is not None
-    )
     service = build_service(settings)
-    runner: Runner = (
-        service
-        if thread_id is None
-        else ThreadRunner(
-            service,
-            thread_id,
-            lock_wait_seconds=settings.thread_lock_wait_seconds,
-            restart_expired=settings.thread_expired == "restart",
-        )
-    )
+    turn = build_turn(settings, service, body, thread_id=thread_id, accept=request.headers.get("accept"))
+    run_request, runner = turn.request, turn.runner
 
     dedupe = _dedupe_key(request, settings)
     if run_request.background or "respond-async" in background_api.preferences(request.headers.get("prefer")):
-        return await background_api.accept(
-            request, body, run_request, settings=settings, service=service, thread_id=thread_id, dedupe=dedupe
-        )
+        return await background_api.accept(request, body, turn, settings=settings, dedupe=dedupe)
     background_api.refuse_synchronous_callback(run_request)
     if dedupe is None:
         return await _execute(runner, run_request, None, settings.sse_keepalive_seconds)

@@ -28,7 +28,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from azure.storage.blob.aio import ContainerClient
 from opentelemetry import propagate, trace
@@ -50,7 +50,6 @@ from .run_owner import RunOwner
 from .run_records import RecordConflict, RunRecord, RunRecords
 from .runs import Runner, RunRequest, RunService
 from .thread_order import ThreadOrder
-from .thread_runs import ThreadRunner
 from .tracing import tracer
 
 logger = logging.getLogger(__name__)
@@ -67,9 +66,19 @@ RECORD_WAIT_SECONDS = 2.0
 # A pending entry whose record never appeared (the accept failed after appending).
 ORPHAN_ENTRY_SECONDS = 120.0
 
-# Builds the run's request from its record (the adapter's parser: the library keeps no
-# knowledge of request bodies).
-RequestParser = Callable[[RunRecord], RunRequest]
+# Builds the run's turn (its request and runner) from its record: the adapter's turn
+# factory, the one the synchronous route uses (the library keeps no knowledge of bodies).
+RequestParser = Callable[[RunRecord], "TurnLike"]
+
+
+class TurnLike(Protocol):
+    @property
+    def request(self) -> RunRequest: ...
+
+    @property
+    def runner(self) -> Runner: ...
+
+
 # Sends (run ID, delay in seconds) to the run queue again.
 Requeue = Callable[[str, int], Awaitable[None]]
 # Told about every finished run this instance sees (again after a crash: idempotent).
@@ -261,7 +270,6 @@ class BackgroundRuns:
         parse: RequestParser,
         requeue: Requeue,
         *,
-        thread_lock_wait_seconds: float = 30.0,
         on_finished: Finished | None = None,
     ) -> None:
         self._on_finished = on_finished
@@ -271,7 +279,6 @@ class BackgroundRuns:
         self._service = service
         self._parse = parse
         self._requeue = requeue
-        self._lock_wait = thread_lock_wait_seconds
 
     async def handle(self, run_id: str) -> None:
         """One delivery of ``run_id``. Raises only to have the queue deliver it again."""
@@ -427,7 +434,7 @@ class BackgroundRuns:
         lease.before_finish = writer.flush
         with _run_span(record) as span:
             try:
-                request = self._parse(record)
+                turn = self._parse(record)
             except ResumeError as exc:
                 await lease.failed(exc)
                 return lease
@@ -436,7 +443,7 @@ class BackgroundRuns:
             except ResumeError:
                 await self._release(lease.record)
                 raise
-            owner = RunOwner(self._runner(record), request, claim=lease)
+            owner = RunOwner(turn.runner, turn.request, claim=lease)
             task = asyncio.get_running_loop().create_task(self._consume(owner, writer, lease))
             lease.stop_with(task.cancel)
             try:
@@ -473,11 +480,6 @@ class BackgroundRuns:
         final = terminal_event(lease.record)
         if final is not None and not lease.retry:
             writer.add(*final)
-
-    def _runner(self, record: RunRecord) -> Runner:
-        if record.thread_id is None:
-            return self._service
-        return ThreadRunner(self._service, record.thread_id, lock_wait_seconds=self._lock_wait)
 
 
 def terminal_event(record: RunRecord) -> tuple[str, dict[str, Any]] | None:

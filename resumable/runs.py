@@ -75,6 +75,10 @@ class WorkflowSource(Protocol):
 class Runner(Protocol):
     """Runs one call: ``RunService`` for /api/runs, ``ThreadRunner`` for a thread's turns."""
 
+    async def validate(self, request: RunRequest) -> None:
+        """Refuse now what the run would refuse (a background accept), running nothing."""
+        ...
+
     async def run_to_json(self, request: RunRequest, *, before_commit: CommitHook | None = None) -> bytes: ...
 
     async def open_stream(

@@ -141,6 +141,25 @@ class ThreadRunner:
                 raise
             raise gone from exc
 
+    async def validate(self, request: RunRequest) -> None:
+        """Everything this turn would be refused for on the thread as it is now (being
+        deleted, a fork outside its lineage, expired, the checkpoint's own checks),
+        decided without running or changing anything: a background accept's checks."""
+        head, turn = await self._at_head(request)
+        try:
+            await self.service.validate(turn)
+        except CheckpointNotFound:
+            if head.checkpoint_id is None or turn.checkpoint_id != head.checkpoint_id:
+                raise
+            try:
+                await self.service.store.get_info(head.checkpoint_id)
+            except CheckpointNotFound:
+                if not self.restart_expired:
+                    raise expired(self.thread_id) from None
+                await self.service.validate(dataclasses.replace(turn, checkpoint_id=None))
+                return
+            raise
+
     async def run_to_json(self, request: RunRequest, *, before_commit: CommitHook | None = None) -> bytes:
         try:
             return await self._run_to_json(request, before_commit)

@@ -179,7 +179,9 @@ async def test_an_accept_costs_one_enqueue_and_one_or_three_blob_operations(
     assert dict(ops.counts) == {"POST": 1, "PUT": 1}  # the message, the record
     ops.reset()
     await _accept(recording, "/api/threads/counted/runs", messages="counted")
-    assert dict(ops.counts) == {"POST": 1, "GET": 1, "PUT": 2}  # + the pending list's read and CAS
+    # + the thread's pointer, read to refuse now what the turn would be refused for (the
+    # thread has no turns yet, so no checkpoint is read), and the pending list's read and CAS.
+    assert dict(ops.counts) == {"POST": 1, "GET": 2, "PUT": 2}
 
 
 # -- execution ------------------------------------------------------------------------------

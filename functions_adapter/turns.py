@@ -1,0 +1,59 @@
+"""The one turn factory: how a request body becomes a ``RunRequest`` and the runner that
+runs it, for the synchronous route, the background accept and the background execution.
+
+A thread turn's options (fork, ``THREAD_EXPIRED=restart``, the lock wait) come from here
+alone, so a turn behaves the same whatever drives it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from resumable.runs import Runner, RunRequest, RunService
+from resumable.thread_runs import ThreadRunner
+
+from .request_body import parse_run_request
+from .settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    request: RunRequest
+    runner: Runner
+    thread_id: str | None
+
+
+def build_turn(
+    settings: Settings,
+    service: RunService,
+    body: bytes,
+    *,
+    thread_id: str | None,
+    accept: str | None = None,
+    background_run_id: str | None = None,
+) -> Turn:
+    """Parse ``body`` (``InvalidRequest`` if it is not a valid turn) and pick its runner.
+
+    ``background_run_id``: the turn is a background run's execution. It streams its events
+    into the run's log; a thread turn waits its turn (``enqueue``) instead of failing on a
+    busy thread, and a run without a thread saves under its run ID, so two attempts
+    cannot both save.
+    """
+    request = parse_run_request(body, accept=accept, limits=settings.limits, thread=thread_id is not None)
+    if background_run_id is not None:
+        request = dataclasses.replace(
+            request,
+            stream=True,
+            multitask="enqueue" if thread_id is not None else request.multitask,
+            final_checkpoint_id=None if thread_id is not None else background_run_id,
+        )
+    if thread_id is None:
+        return Turn(request, service, None)
+    runner = ThreadRunner(
+        service,
+        thread_id,
+        lock_wait_seconds=settings.thread_lock_wait_seconds,
+        restart_expired=settings.thread_expired == "restart",
+    )
+    return Turn(request, runner, thread_id)
