@@ -2,18 +2,15 @@
 
 A record per key (``idempotency/<sha256(key)>.json``) moves through three states:
 
-* ``in_progress``: created create-only when a request claims the key, and renewed
-  every ``RENEW_SECONDS`` while the request runs. A second request with the key gets
-  409 ``request_in_progress``. A claim not renewed for ``CLAIM_SECONDS`` belongs to a
-  worker that died and may be taken over.
-* ``committing``: written (compare-and-swap on the claim) just before the run commits,
-  with the ID of the checkpoint it is about to commit and the exact response bytes.
-  Whoever later finds this state checks whether that checkpoint was committed: if it
-  was, the stored response is the answer and nothing runs again; if not, the claim is
-  judged like ``in_progress``. This is what keeps a committed turn from running twice
-  when the last write below is lost.
-* ``completed``: the response's status and exact bytes. A retry with the same request
-  gets those bytes back; a different request with the key gets 422.
+* ``in_progress``: created when a request claims the key, renewed every
+  ``RENEW_SECONDS`` while it runs (a second request gets 409 ``request_in_progress``);
+  one not renewed for ``CLAIM_SECONDS`` belongs to a dead worker and may be taken over.
+* ``committing``: written just before the run commits, with the checkpoint it is about
+  to commit and the exact response. Whoever finds it checks that commit: if it happened,
+  the stored response is the answer and nothing runs again (a lost last write cannot
+  make a committed turn run twice); if not, it is judged like ``in_progress``.
+* ``completed``: the status and exact bytes every identical retry gets (another request
+  with the key: 422).
 
 Errors release the claim (delete), so a rejected request leaves no record and the
 caller's retry is judged afresh. Records expire after the TTL. A background accept
@@ -26,7 +23,6 @@ counts as written (the claim is still this request's) and never as a conflict.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import time
 import uuid
@@ -41,17 +37,26 @@ from .errors import (
     ClaimLost,
     IdempotencyKeyReused,
     IdempotencyRecordUnreadable,
-    InvalidRequest,
     RequestInProgress,
     ResumeError,
     WebhookIdReused,
 )
-from .idempotency_record import COMMITTING, COMPLETED, IN_PROGRESS, KeyRecord
+from .idempotency_record import (
+    COMMITTING,
+    COMPLETED,
+    IDEMPOTENCY_KEY,
+    IN_PROGRESS,
+    WEBHOOK_ID,
+    KeyRecord,
+    StoredResponse,
+    fingerprint,
+    record_name,
+    validate_key,
+)
 from .record_store import DELETE, RecordContended, RecordStore, Stored
 
 logger = logging.getLogger(__name__)
 PREFIX = layout.IDEMPOTENCY
-MAX_KEY_LENGTH = 255
 # A live request renews its claim every RENEW_SECONDS; one not renewed for CLAIM_SECONDS
 # is taken to belong to a worker that died.
 CLAIM_SECONDS = 300
@@ -60,36 +65,6 @@ RENEW_SECONDS = 60
 # Answers whether a checkpoint was committed (saved, and for a thread turn, in the
 # thread's lineage); ``RunService.is_committed`` is the one the app uses.
 CommitCheck = Callable[[str, str | None], Awaitable[bool]]
-
-
-# What a key names: the caller's Idempotency-Key, or a signed delivery's webhook-id.
-IDEMPOTENCY_KEY = "idempotency-key"
-WEBHOOK_ID = "webhook-id"
-
-
-def validate_key(key: str) -> str:
-    if not 1 <= len(key) <= MAX_KEY_LENGTH or not all(" " <= ch <= "~" for ch in key):
-        raise InvalidRequest(f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} printable ASCII characters.")
-    return key
-
-
-def fingerprint(method: str, path: str, body: bytes) -> str:
-    """What makes two requests "the same": route and exact body bytes."""
-    return hashlib.sha256(f"{method} {path}\n".encode() + body).hexdigest()
-
-
-def record_name(key: str, kind: str) -> str:
-    """The record's name: the two namespaces never meet (an Idempotency-Key never
-    matches a webhook-id with the same text)."""
-    validate_key(key)
-    return hashlib.sha256(key.encode() if kind == IDEMPOTENCY_KEY else f"{kind}\n{key}".encode()).hexdigest()
-
-
-@dataclass(frozen=True, slots=True)
-class StoredResponse:
-    status: int
-    body: bytes
-    run_id: str | None = None
 
 
 @dataclass(slots=True)
@@ -190,6 +165,23 @@ class IdempotencyStore:
         if written is None or not written.value.held_by(token):
             raise RequestInProgress("The Idempotency-Key is contended; retry later.")
         return Claim(name, request_fingerprint, written, token)
+
+    async def peek(self, key: str, request_fingerprint: str, *, kind: str) -> StoredResponse | None:
+        """The stored response of an earlier identical request, if one is final; a reused key
+        is refused (422/409). Writes nothing: an unfinished claim is judged by the write
+        that follows (``begin`` or ``accept_once``)."""
+        try:
+            found = await self._records.get(record_name(key, kind))
+        except RecordUnreadable as exc:
+            raise IdempotencyRecordUnreadable("The record for this Idempotency-Key cannot be read.") from exc
+        if found is None:
+            return None
+        record = found.value
+        if record.state == COMPLETED and time.time() > float(record.expires_at or 0):
+            return None
+        if record.fingerprint != request_fingerprint:
+            raise _reused(kind)
+        return _stored(record) if record.state == COMPLETED else None
 
     async def accept_once(
         self, key: str, request_fingerprint: str, response: StoredResponse, *, kind: str, thread_id: str | None
@@ -293,3 +285,15 @@ class IdempotencyStore:
             await self._change_claim(claim, lambda record: DELETE)
         except ResumeError:
             logger.warning("Could not release an Idempotency-Key; its claim will go stale")
+
+
+__all__ = [
+    "IDEMPOTENCY_KEY",
+    "WEBHOOK_ID",
+    "Claim",
+    "IdempotencyStore",
+    "StoredResponse",
+    "fingerprint",
+    "record_name",
+    "validate_key",
+]

@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import hashlib
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from .errors import InvalidRequest
+
 IN_PROGRESS, COMMITTING, COMPLETED = "in_progress", "committing", "completed"
+MAX_KEY_LENGTH = 255
 _NUMBER = (int, float)
 _SHAPES: dict[str, dict[str, type | tuple[type, ...]]] = {
     IN_PROGRESS: {"fingerprint": str, "claimed_at": _NUMBER, "token": str},
@@ -101,3 +105,33 @@ class KeyRecord:
             expires_at=data.get("expires_at"),
             run_id=data.get("run_id"),
         )
+
+
+# What a key names: the caller's Idempotency-Key, or a signed delivery's webhook-id.
+IDEMPOTENCY_KEY = "idempotency-key"
+WEBHOOK_ID = "webhook-id"
+
+
+def validate_key(key: str) -> str:
+    if not 1 <= len(key) <= MAX_KEY_LENGTH or not all(" " <= ch <= "~" for ch in key):
+        raise InvalidRequest(f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} printable ASCII characters.")
+    return key
+
+
+def fingerprint(method: str, path: str, body: bytes) -> str:
+    """What makes two requests "the same": route and exact body bytes."""
+    return hashlib.sha256(f"{method} {path}\n".encode() + body).hexdigest()
+
+
+def record_name(key: str, kind: str) -> str:
+    """The record's name: the two namespaces never meet (an Idempotency-Key never
+    matches a webhook-id with the same text)."""
+    validate_key(key)
+    return hashlib.sha256(key.encode() if kind == IDEMPOTENCY_KEY else f"{kind}\n{key}".encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    status: int
+    body: bytes
+    run_id: str | None = None
