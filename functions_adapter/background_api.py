@@ -8,6 +8,7 @@ would refuse is refused before the 202, with the same status codes.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -31,6 +32,7 @@ from resumable.errors import (
 )
 from resumable.idempotency import WEBHOOK_ID, fingerprint, validate_key
 from resumable.ids import validate_id
+from resumable.record_store import Stored
 from resumable.run_events import EventReader
 from resumable.run_queue import RunQueue
 from resumable.run_records import RunRecord, RunRecords
@@ -102,7 +104,12 @@ async def accept(request: Request, body: bytes, turn: Turn, *, settings: Setting
         existing = await records.get(run_id)
         if existing is not None:
             return await _replay(
-                existing, request_fingerprint, dedupe.kind, queue, settings=settings, async_preferred=async_preferred
+                existing.value,
+                request_fingerprint,
+                dedupe.kind,
+                queue,
+                settings=settings,
+                async_preferred=async_preferred,
             )
     else:
         run_id = rr.new_run_id()
@@ -123,28 +130,28 @@ async def accept(request: Request, body: bytes, turn: Turn, *, settings: Setting
     await queue.enqueue(run_id)
     if thread_id is not None:
         await ThreadOrder(container_for(settings)).append(thread_id, run_id)
-    data = rr.new_record(
-        run_id,
+    new = RunRecord(
+        run_id=run_id,
         body=body,
         fingerprint=request_fingerprint,
         thread_id=thread_id,
         checkpoint_id=run_request.checkpoint_id,
         accepted=accepted,
         created_at=created_at,
-        traceparent=carrier,
+        trace=carrier,
+        callback_url=None if callback is None else callback["url"],
+        callback=callback,
     )
-    if callback is not None:
-        data["callback"] = callback
     try:
-        record = await records.create(run_id, data)
+        record = await records.create(new)
     except RecordConflict:  # an identical keyed request got there first
         existing = await records.get(run_id)
         if existing is None:
             raise
         return await _replay(
-            existing, request_fingerprint, dedupe.kind, queue, settings=settings, async_preferred=async_preferred
+            existing.value, request_fingerprint, dedupe.kind, queue, settings=settings, async_preferred=async_preferred
         )
-    return _accepted_response(record, async_preferred=async_preferred)
+    return _accepted_response(record.value, async_preferred=async_preferred)
 
 
 async def _replay(
@@ -157,7 +164,7 @@ async def _replay(
     async_preferred: bool,
 ) -> Response:
     """A retry of an accepted run: its first 202 again, byte for byte; never a second run."""
-    if existing.data.get("fingerprint") != request_fingerprint:
+    if existing.fingerprint != request_fingerprint:
         if kind == WEBHOOK_ID:
             raise WebhookIdReused("This webhook-id was already delivered with a different request.")
         raise IdempotencyKeyReused("This Idempotency-Key was used with a different request.")
@@ -246,7 +253,7 @@ async def handle_poisoned(message: func.QueueMessage) -> None:
 # -- GET /api/runs/{id}, GET /api/runs/{id}/stream, POST /api/runs/{id}/cancel -------------
 
 
-async def _record(settings: Settings, run_id: str) -> RunRecord:
+async def _record(settings: Settings, run_id: str) -> Stored[RunRecord]:
     validate_id(run_id, kind="run_id")
     record = await RunRecords(container_for(settings)).get(run_id)
     if record is None:
@@ -262,22 +269,22 @@ def _wait_seconds(prefer: str | None) -> float:
 async def get_status(request: Request, run_id: str) -> Response:
     """The run's status; ``Prefer: wait=N`` holds the answer until it finishes or N s pass."""
     settings = load_settings()
-    record = await _record(settings, run_id)
+    record = (await _record(settings, run_id)).value
     deadline = time.monotonic() + _wait_seconds(request.headers.get("prefer"))
     records = RunRecords(container_for(settings))
     pause = 0.05  # short runs answer fast; longer ones cost a read every POLL_SECONDS
     while not record.terminal and time.monotonic() < deadline:
         await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
         pause = min(POLL_SECONDS, pause * 2)
-        record = await records.get(run_id) or record
+        record = (await records.get(run_id) or Stored(record, "")).value
     headers = None if record.terminal else {"Retry-After": "1"}
     return json_response(status_json(record), headers=headers)
 
 
 def status_json(record: RunRecord) -> dict[str, Any]:
-    body = record.to_json()
-    if record.data.get("callback"):
-        body["callback"] = callbacks.public_view(record.data["callback"])
+    body = record.status_json()
+    if record.callback:
+        body["callback"] = callbacks.public_view(record.callback)
     return body
 
 
@@ -285,23 +292,22 @@ async def cancel(run_id: str) -> Response:
     """Cancel: a queued run never starts; a running one is stopped by its watcher."""
     settings = load_settings()
     records = RunRecords(container_for(settings))
-    for _ in range(10):
-        record = await _record(settings, run_id)
+    stored = await _record(settings, run_id)
+
+    def cancelled(record: RunRecord | None) -> RunRecord:
+        if record is None:
+            raise RunNotFound(f"No background run has the ID '{run_id}'.")
         if record.terminal:
             raise RunFinished(f"The run already finished ({record.status}).")
         if record.status == rr.QUEUED:
-            data = rr.finished(
-                record.data, rr.CANCELLED, error={"code": "cancelled", "message": "The run was cancelled."}
-            )
-        else:
-            data = {**record.data, "cancel_requested": True}
-        try:
-            written = await records.replace(record, data)
-        except RecordConflict:
-            continue
-        await _callbacks(settings).schedule(written)  # a queued run cancelled: report it
-        return json_response(status_json(written))
-    raise RunFinished("The run changed while it was being cancelled; read its status.")
+            return record.finished(rr.CANCELLED, error=rr.CANCELLED_ERROR)
+        return dataclasses.replace(record, cancel_requested=True)
+
+    written = await records.update(run_id, cancelled, current=stored)
+    if written is None:
+        raise RunNotFound(f"No background run has the ID '{run_id}'.")
+    await _callbacks(settings).schedule(written)  # a queued run cancelled: report it
+    return json_response(status_json(written.value))
 
 
 def _last_event_id(value: str | None) -> tuple[int, int]:
@@ -314,7 +320,7 @@ def _last_event_id(value: str | None) -> tuple[int, int]:
 async def join(request: Request, run_id: str) -> Response:
     """SSE: the run's events from the start (or after ``Last-Event-ID``), then live."""
     settings = load_settings()
-    record = await _record(settings, run_id)
+    record = (await _record(settings, run_id)).value
     container = container_for(settings)
     start = _last_event_id(request.headers.get("last-event-id"))
     frames = _follow(
@@ -354,4 +360,4 @@ async def _follow(
                 quiet_since = time.monotonic()
                 yield KEEPALIVE
             await asyncio.sleep(POLL_SECONDS)
-        record = await records.get(record.run_id) or record
+        record = (await records.get(record.run_id) or Stored(record, "")).value

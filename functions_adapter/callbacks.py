@@ -23,6 +23,7 @@ or error class), with the outcome: ``pending``, ``delivered``, ``stopped`` or
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import random
 import time
@@ -32,7 +33,8 @@ import aiohttp
 
 from resumable import run_records as rr
 from resumable import strict_json
-from resumable.blob_records import RecordConflict
+from resumable.errors import ResumeError
+from resumable.record_store import Stored
 from resumable.run_queue import RunQueue
 from resumable.run_records import RunRecord, RunRecords
 
@@ -68,7 +70,7 @@ def public_view(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def payload(record: RunRecord) -> bytes:
-    status = record.to_json()
+    status = record.status_json()
     body: dict[str, Any] = {
         "type": "run.completed",
         "run_id": record.run_id,
@@ -133,27 +135,36 @@ class Callbacks:
         self._queue = queue
         self._settings = settings
 
-    async def schedule(self, record: RunRecord) -> None:
+    async def schedule(self, stored: Stored[RunRecord]) -> None:
         """A finished run with a pending callback: send its first delivery message (once)."""
-        state = record.data.get("callback")
+        record = stored.value
+        state = record.callback
         if not record.terminal or not state or state["outcome"] != PENDING or state["scheduled"]:
             return
         await self._queue.enqueue(MESSAGE_PREFIX + record.run_id)
-        data = {**record.data, "callback": {**state, "scheduled": True, "first_at": time.time()}}
+
+        def scheduled(current: RunRecord | None) -> RunRecord | None:
+            if current is None or current.callback is None:
+                return None
+            return dataclasses.replace(
+                current, callback={**current.callback, "scheduled": True, "first_at": time.time()}
+            )
+
         # Changed meanwhile: a second message is harmless (attempts are recorded by CAS).
-        with contextlib.suppress(RecordConflict):
-            await self._records.replace(record, data)
+        with contextlib.suppress(ResumeError):
+            await self._records.update(record.run_id, scheduled, current=stored)
 
     async def deliver(self, run_id: str) -> None:
         """One delivery attempt for ``run_id``'s callback; schedules the next if needed."""
-        record = await self._records.get(run_id)
-        state = (record.data.get("callback") if record else None) or {}
+        stored = await self._records.get(run_id)
+        record = None if stored is None else stored.value
+        state = (record.callback if record else None) or {}
         if record is None or state.get("outcome") != PENDING:
             return
         settings = self._settings
         if not settings.callback_secrets:
             logger.error("Callback for run %s not sent: CALLBACK_SECRET is not set", run_id)
-            await self._finish(record, GAVE_UP, {"at": time.time(), "error": "server_misconfigured"})
+            await self._finish(stored, GAVE_UP, {"at": time.time(), "error": "server_misconfigured"})
             return
         body = payload(record)
         headers = signed_headers(settings.callback_secrets[0], f"msg_{run_id}", body)
@@ -163,28 +174,27 @@ class Callbacks:
         )
         attempts = len(state["attempts"]) + 1
         if status is not None and 200 <= status < 300:
-            await self._finish(record, DELIVERED, attempt)
+            await self._finish(stored, DELIVERED, attempt)
         elif status == 410:
-            await self._finish(record, STOPPED, attempt)
+            await self._finish(stored, STOPPED, attempt)
         else:
             delay = next_delay(settings.callback_retry_schedule, attempts)
             elapsed = time.time() - float(state.get("first_at") or time.time())
             if attempts >= settings.callback_max_attempts or elapsed + delay > settings.callback_max_seconds:
-                await self._finish(record, GAVE_UP, attempt)
+                await self._finish(stored, GAVE_UP, attempt)
                 return
-            await self._finish(record, PENDING, attempt)
+            await self._finish(stored, PENDING, attempt)
             await self._queue.enqueue(MESSAGE_PREFIX + run_id, delay_seconds=max(0, round(delay)))
 
-    async def _finish(self, record: RunRecord, outcome: str, attempt: dict[str, Any]) -> None:
-        for _ in range(5):
-            state = record.data["callback"]
-            data = {**record.data, "callback": {**state, "outcome": outcome, "attempts": [*state["attempts"], attempt]}}
-            try:
-                await self._records.replace(record, data)
-                return
-            except RecordConflict:
-                current = await self._records.get(record.run_id)
-                if current is None:
-                    return
-                record = current
-        logger.warning("Could not record a callback attempt for run %s", record.run_id)
+    async def _finish(self, stored: Stored[RunRecord], outcome: str, attempt: dict[str, Any]) -> None:
+        def finished(current: RunRecord | None) -> RunRecord | None:
+            if current is None or current.callback is None:
+                return None
+            state = current.callback
+            callback = {**state, "outcome": outcome, "attempts": [*state["attempts"], attempt]}
+            return dataclasses.replace(current, callback=callback)
+
+        try:
+            await self._records.update(stored.value.run_id, finished, current=stored)
+        except ResumeError:
+            logger.warning("Could not record a callback attempt for run %s", stored.value.run_id)

@@ -28,6 +28,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from azure.storage.blob.aio import ContainerClient
@@ -45,9 +46,10 @@ from .errors import (
     ThreadBusy,
 )
 from .event_pump import IdleTick
+from .record_store import RecordContended, Stored
 from .run_events import EventWriter
 from .run_owner import RunOwner
-from .run_records import RecordConflict, RunRecord, RunRecords
+from .run_records import RunRecord, RunRecords
 from .runs import Runner, RunRequest, RunService
 from .thread_order import ThreadOrder
 from .tracing import tracer
@@ -82,49 +84,51 @@ class TurnLike(Protocol):
 # Sends (run ID, delay in seconds) to the run queue again.
 Requeue = Callable[[str, int], Awaitable[None]]
 # Told about every finished run this instance sees (again after a crash: idempotent).
-Finished = Callable[[RunRecord], Awaitable[None]]
-_EXHAUSTED = {
-    "code": "delivery_attempts_exhausted",
-    "message": "The run's queue message was delivered the maximum number of times; nothing was committed.",
-}
+Finished = Callable[[Stored[RunRecord]], Awaitable[None]]
+_EXHAUSTED = rr.RunError(
+    "delivery_attempts_exhausted",
+    "The run's queue message was delivered the maximum number of times; nothing was committed.",
+)
+_ATTEMPTS_EXHAUSTED = rr.RunError(
+    "attempts_exhausted", f"The run did not finish in {MAX_ATTEMPTS} attempts; nothing was committed."
+)
 
 
 class RecordNotReady(Exception):
     """The message's run record is not visible yet; the delivery should be retried."""
 
 
-def error_of(error: BaseException | None) -> dict[str, str]:
+def error_of(error: BaseException | None) -> rr.RunError:
     if isinstance(error, ResumeError) or hasattr(error, "message"):
-        return {"code": str(getattr(error, "code", "internal_error")), "message": str(getattr(error, "message", ""))}
-    return {"code": "internal_error", "message": "The background run failed; nothing was committed."}
+        return rr.RunError(str(getattr(error, "code", "internal_error")), str(getattr(error, "message", "")))
+    return rr.RunError("internal_error", "The background run failed; nothing was committed.")
 
 
 async def committed_body(service: RunService, record: RunRecord) -> bytes | None:
     """The response of an attempt of this run that committed, if one did."""
-    for entry in record.commits():
-        checkpoint_id, thread_id = entry["checkpoint_id"], record.thread_id
-        if thread_id is not None:
-            if await service.is_committed(checkpoint_id, thread_id):
-                return rr.unb64(entry["body"])
+    for intent in record.commits:
+        if record.thread_id is not None:
+            if await service.is_committed(intent.checkpoint_id, record.thread_id):
+                return intent.body
             continue
         # A run without a thread saves under one derived ID: the attempt whose
         # checkpoint is there (matched by its timestamp) is the one that committed.
         try:
-            info = await service.store.get_info(checkpoint_id)
+            info = await service.store.get_info(intent.checkpoint_id)
         except CheckpointNotFound:
             continue
-        if info.timestamp == entry["stamp"]:
-            return rr.unb64(entry["body"])
+        if info.timestamp == intent.stamp:
+            return intent.body
     return None
 
 
 class RunLease:
     """One attempt's hold on a run: the claim ``RunOwner`` settles, with a watcher."""
 
-    def __init__(self, records: RunRecords, service: RunService, record: RunRecord, token: str) -> None:
+    def __init__(self, records: RunRecords, service: RunService, stored: Stored[RunRecord], token: str) -> None:
         self._records = records
         self._service = service
-        self.record = record
+        self.stored = stored
         self._token = token
         self._lock = asyncio.Lock()
         self._watcher: asyncio.Task[None] | None = None
@@ -135,6 +139,10 @@ class RunLease:
         self.retry = False  # the attempt lost a thread race: run again under this lease
         self.settling = False
         self.settled = asyncio.Event()
+
+    @property
+    def record(self) -> RunRecord:
+        return self.stored.value
 
     def stop_with(self, stop: Callable[[], Any]) -> None:
         self._stop = stop
@@ -149,17 +157,18 @@ class RunLease:
             async with self._lock:
                 try:
                     current = await self._records.get(self.record.run_id)
-                    if current is None or (current.data.get("lease") or {}).get("token") != self._token:
+                    if current is None or current.value.holder() != self._token:
                         self.lost = True
                     else:
-                        self.record = current
-                        self.cancelled = bool(current.data.get("cancel_requested"))
+                        self.stored = current
+                        self.cancelled = current.value.cancel_requested
                         if not self.cancelled and time.monotonic() - renewed >= RENEW_SECONDS:
-                            lease = {"token": self._token, "until": time.time() + LEASE_SECONDS}
-                            self.record = await self._records.replace(current, {**current.data, "lease": lease})
+                            await self._write(
+                                lambda r: replace(r, lease=rr.Lease(self._token, time.time() + LEASE_SECONDS))
+                            )
                             renewed = time.monotonic()
-                except RecordConflict:
-                    continue  # changed between read and renew; the next look sees why
+                except RunTakenOver:
+                    self.lost = True
                 except ResumeError:
                     logger.warning("Could not check a background run's record; will try again")
                     continue
@@ -174,28 +183,30 @@ class RunLease:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watcher
 
-    async def _write(self, change: Callable[[RunRecord], dict[str, Any] | None]) -> RunRecord | None:
-        """CAS ``change`` onto the record while this attempt holds the lease.
+    async def _write(self, change: Callable[[RunRecord], RunRecord | None]) -> Stored[RunRecord] | None:
+        """Apply ``change`` to the record while this attempt holds the lease.
 
-        A conflict re-reads: a cancel request is adopted and ``change`` applied again;
-        a different lease token means the run was taken over (``RunTakenOver``).
+        ``change`` sees the record as it is now (a cancel request included); a different
+        lease token means the run was taken over (``RunTakenOver``).
         """
-        for _ in range(10):
-            if (self.record.data.get("lease") or {}).get("token") != self._token:
-                self.lost = True
+
+        def held(record: RunRecord | None) -> RunRecord | None:
+            if record is None:
+                raise RunTakenOver("The run's record is gone.")
+            if record.holder() != self._token:
                 raise RunTakenOver("This attempt's lease was taken over; it commits nothing.")
-            data = change(self.record)
-            if data is None:
-                return None
-            try:
-                self.record = await self._records.replace(self.record, data)
-                return self.record
-            except RecordConflict:
-                current = await self._records.get(self.record.run_id)
-                if current is None:
-                    raise RunTakenOver("The run's record is gone.") from None
-                self.record = current
-        raise RunTakenOver("The run's record is contended; this attempt stops.")
+            return change(record)
+
+        try:
+            written = await self._records.update(self.record.run_id, held, current=self.stored)
+        except RunTakenOver:
+            self.lost = True
+            raise
+        except RecordContended:
+            raise RunTakenOver("The run's record is contended; this attempt stops.") from None
+        if written is not None:
+            self.stored = written
+        return written
 
     async def before_commit(self, checkpoint_id: str, thread_id: str | None, body: bytes, *, stamp: str = "") -> None:
         """Refuse to commit after a cancel or a lost lease, or when an earlier attempt
@@ -205,12 +216,13 @@ class RunLease:
             if earlier is not None:
                 raise AlreadyCommitted(earlier)
 
-            def add_commit(record: RunRecord) -> dict[str, Any]:
-                if record.data.get("cancel_requested"):
+            def add_commit(record: RunRecord) -> RunRecord:
+                if record.cancel_requested:
                     self.cancelled = True
                     raise RunCancelled("The run was cancelled; nothing was committed.")
-                entry = {"checkpoint_id": checkpoint_id, "stamp": stamp, "body": rr.b64(body), "at": time.time()}
-                return {**record.data, "commits": {**record.data.get("commits", {}), self._token: entry}}
+                intent = rr.CommitIntent(self._token, checkpoint_id, stamp, body, time.time())
+                others = tuple(c for c in record.commits if c.token != self._token)
+                return replace(record, commits=(*others, intent))
 
             await self._write(add_commit)
 
@@ -237,7 +249,7 @@ class RunLease:
         elif isinstance(error, RunTakenOver) or self.lost:
             await self._settle(None)
         elif self.cancelled or isinstance(error, RunCancelled):
-            await self._settle(rr.CANCELLED, error={"code": "cancelled", "message": "The run was cancelled."})
+            await self._settle(rr.CANCELLED, error=rr.CANCELLED_ERROR)
         elif getattr(error, "code", None) == ThreadBusy.code and self.record.thread_id is not None:
             self.retry = True
             await self._settle(None)
@@ -253,7 +265,7 @@ class RunLease:
             if self.before_finish is not None:
                 await self.before_finish()
             async with self._lock:
-                await self._write(lambda record: rr.finished(record.data, status, **outcome))
+                await self._write(lambda record: record.finished(status, **outcome))
         except ResumeError as exc:
             logger.warning("Could not record a background run's outcome (%s); the next delivery will", exc.code)
         finally:
@@ -282,64 +294,68 @@ class BackgroundRuns:
 
     async def handle(self, run_id: str) -> None:
         """One delivery of ``run_id``. Raises only to have the queue deliver it again."""
-        record = await self._wait_for_record(run_id)
+        stored = await self._wait_for_record(run_id)
+        record = stored.value
         if record.terminal:
-            await self._finished(record)  # a redelivery after a crash that followed the outcome
+            await self._finished(stored)  # a redelivery after a crash that followed the outcome
         elif record.thread_id is not None:
-            await self._drain(record.thread_id, run_id)
+            await self._drain(record.thread_id, stored)
         else:
-            await self._run(record, run_id)
+            await self._run(stored, run_id)
 
-    async def _finished(self, record: RunRecord | None) -> None:
-        if record is not None and record.terminal and self._on_finished is not None:
-            await self._on_finished(record)
+    async def _finished(self, stored: Stored[RunRecord] | None) -> None:
+        if stored is not None and stored.value.terminal and self._on_finished is not None:
+            await self._on_finished(stored)
 
     async def handle_poisoned(self, run_id: str) -> None:
         """A message that used up its deliveries: the run fails, unless it committed or
         is still running under a live lease (then a delayed message keeps watch)."""
-        record = await self.records.get(run_id)
-        for _ in range(10):
-            if record is None or record.terminal:
+        stored = await self.records.get(run_id)
+        for _ in range(3):  # again only if an attempt wrote a commit intent meanwhile
+            if stored is None or stored.value.terminal:
                 return
-            if record.lease_live:
-                await self._watch_later(record, run_id)
+            if stored.value.lease_live(time.time()):
+                await self._watch_later(stored.value, run_id)
                 return
-            earlier = await committed_body(self._service, record)
-            outcome = (
-                rr.finished(record.data, rr.SUCCEEDED, result=earlier)
-                if earlier is not None
-                else rr.finished(record.data, rr.FAILED, error=_EXHAUSTED)
-            )
-            try:
-                await self._finished(await self.records.replace(record, outcome))
+            checked = stored.value.commits
+            earlier = await committed_body(self._service, stored.value)
+
+            def poisoned(record: RunRecord | None, checked: Any = checked, earlier: Any = earlier) -> Any:
+                if record is None or record.terminal or record.lease_live(time.time()) or record.commits != checked:
+                    return None
+                if earlier is not None:
+                    return record.finished(rr.SUCCEEDED, result=earlier)
+                return record.finished(rr.FAILED, error=_EXHAUSTED)
+
+            stored = await self.records.update(run_id, poisoned, current=stored)
+            if stored is not None and stored.value.terminal:
+                await self._finished(stored)
                 return
-            except RecordConflict:
-                record = await self.records.get(run_id)
 
     async def _watch_later(self, holder: RunRecord, run_id: str) -> None:
         """Another delivery holds the run: check again once its lease could have lapsed,
         so a holder that dies without its message coming back cannot strand the run."""
-        until = float((holder.data.get("lease") or {}).get("until", time.time()))
+        until = holder.lease.until if holder.lease is not None else time.time()
         await self._requeue(run_id, max(1, int(until - time.time()) + 1))
 
-    async def _wait_for_record(self, run_id: str) -> RunRecord:
+    async def _wait_for_record(self, run_id: str) -> Stored[RunRecord]:
         deadline = time.monotonic() + RECORD_WAIT_SECONDS
         while True:
-            record = await self.records.get(run_id)
-            if record is not None:
-                return record
+            stored = await self.records.get(run_id)
+            if stored is not None:
+                return stored
             if time.monotonic() > deadline:
                 raise RecordNotReady(run_id)
             await asyncio.sleep(0.1)
 
-    async def _drain(self, thread_id: str, run_id: str) -> None:
+    async def _drain(self, thread_id: str, mine: Stored[RunRecord]) -> None:
         """Work the thread's pending turns front-first until none is left.
 
         Stops early when another delivery holds the front (it drains on; a delayed
         message for ``run_id`` keeps watch in case it dies).
         """
-        mine = await self.records.get(run_id)
-        if mine is not None and not mine.terminal and not mine.lease_live:
+        run_id = mine.value.run_id
+        if not mine.value.terminal and not mine.value.lease_live(time.time()):
             # Listed at accept; appending again is a no-op, and lists a run whose accept
             # failed between creating its record and listing it.
             await self.order.append(thread_id, run_id)
@@ -348,88 +364,94 @@ class BackgroundRuns:
             if not pending:
                 return
             front_id, appended_at = pending[0]
-            front = await self.records.get(front_id)
+            front = mine if front_id == run_id else await self.records.get(front_id)
             if front is None:
                 if time.time() - appended_at < ORPHAN_ENTRY_SECONDS:
                     raise RecordNotReady(front_id)  # its accept may still be writing it
                 await self.order.remove(thread_id, front_id)
                 continue
-            if not front.terminal:
+            if not front.value.terminal:
                 await self._run(front, run_id)
                 front = await self.records.get(front_id)
-                if front is None or not front.terminal:
+                if front is None or not front.value.terminal:
                     return
             await self._finished(front)
             await self.order.remove(thread_id, front_id)
+            mine = await self.records.get(run_id) or mine
 
-    async def _run(self, record: RunRecord, delivered: str) -> None:
-        """Claim ``record`` and run attempts under the lease until it settles.
+    async def _run(self, stored: Stored[RunRecord], delivered: str) -> None:
+        """Claim the run and run attempts under the lease until it settles.
 
         ``delivered`` is the run ID of the message being handled (for a thread, maybe
         another turn's): it is the one re-sent to keep watch.
         """
         held: str | None = None
+        run_id = stored.value.run_id
         while True:
-            claimed = await self._claim(record, held)
+            claimed = await self._claim(stored, held)
             if claimed is None:
-                current = await self.records.get(record.run_id)
-                if current is not None and current.lease_live:
-                    await self._watch_later(current, delivered)
-                elif record.thread_id is None:
+                current = await self.records.get(run_id)
+                if current is not None and current.value.lease_live(time.time()):
+                    await self._watch_later(current.value, delivered)
+                elif stored.value.thread_id is None:
                     await self._finished(current)
                 return
-            record, token = claimed
-            lease = await self._attempt(record, token)
+            stored, token = claimed
+            lease = await self._attempt(stored, token)
             if lease.retry:
-                record, held = lease.record, token
+                stored, held = lease.stored, token
                 continue
             if not lease.record.terminal and not lease.lost:
                 # The outcome could not be written: hand the message back; the next
                 # delivery settles the run from its record once the lease lapses.
-                raise RecordNotReady(record.run_id)
-            if record.thread_id is None:  # a thread's turns are reported as the drain pops them
-                await self._finished(lease.record)
+                raise RecordNotReady(run_id)
+            if lease.record.thread_id is None:  # a thread's turns are reported as the drain pops them
+                await self._finished(lease.stored)
             return
 
-    async def _claim(self, record: RunRecord, held: str | None = None) -> tuple[RunRecord, str] | None:
+    async def _claim(self, stored: Stored[RunRecord], held: str | None = None) -> tuple[Stored[RunRecord], str] | None:
         """Take the run (``held``: the token of this delivery's own previous attempt)."""
-        for _ in range(10):
-            try:
-                holder = (record.data.get("lease") or {}).get("token")
-                if record.terminal or (record.lease_live and holder != held):
-                    return None
-                earlier = await committed_body(self._service, record)
-                if earlier is not None:
-                    await self.records.replace(record, rr.finished(record.data, rr.SUCCEEDED, result=earlier))
-                elif record.data.get("cancel_requested"):
-                    cancelled = {"code": "cancelled", "message": "The run was cancelled."}
-                    await self.records.replace(record, rr.finished(record.data, rr.CANCELLED, error=cancelled))
-                elif record.attempts >= MAX_ATTEMPTS:
-                    exhausted = {
-                        "code": "attempts_exhausted",
-                        "message": f"The run did not finish in {MAX_ATTEMPTS} attempts; nothing was committed.",
-                    }
-                    await self.records.replace(record, rr.finished(record.data, rr.FAILED, error=exhausted))
-                else:
-                    token = uuid.uuid4().hex
-                    data = {
-                        **record.data,
-                        "status": rr.RUNNING,
-                        "attempts": record.attempts + 1,
-                        "lease": {"token": token, "until": time.time() + LEASE_SECONDS},
-                        "started_at": record.data.get("started_at") or time.time(),
-                    }
-                    return await self.records.replace(record, data), token
+        token = uuid.uuid4().hex
+        current: Stored[RunRecord] | None = stored
+        for _ in range(3):  # again only if an attempt wrote a commit intent meanwhile
+            if current is None:
                 return None
-            except RecordConflict:
-                current = await self.records.get(record.run_id)
-                if current is None:
-                    return None
-                record = current
+            checked = current.value.commits
+            earlier = await committed_body(self._service, current.value)
+
+            def claim(record: RunRecord | None, checked: Any = checked, earlier: Any = earlier) -> Any:
+                held_by_another = record is not None and record.lease_live(time.time()) and record.holder() != held
+                if record is None or record.terminal or held_by_another or record.commits != checked:
+                    return None  # not this delivery's to take (changed commits: checked again below)
+                if earlier is not None:
+                    return record.finished(rr.SUCCEEDED, result=earlier)
+                if record.cancel_requested:
+                    return record.finished(rr.CANCELLED, error=rr.CANCELLED_ERROR)
+                if record.attempts >= MAX_ATTEMPTS:
+                    return record.finished(rr.FAILED, error=_ATTEMPTS_EXHAUSTED)
+                return replace(
+                    record,
+                    status=rr.RUNNING,
+                    attempts=record.attempts + 1,
+                    lease=rr.Lease(token, time.time() + LEASE_SECONDS),
+                    started_at=record.started_at or time.time(),
+                )
+
+            try:
+                current = await self.records.update(stored.value.run_id, claim, current=current)
+            except RecordContended:
+                return None
+            if current is None or current.value.terminal:
+                return None
+            if current.value.holder() == token:
+                return current, token
+            if current.value.commits == checked:
+                return None  # held by another attempt
         return None
 
-    async def _attempt(self, record: RunRecord, token: str) -> RunLease:
-        lease = RunLease(self.records, self._service, record, token)
+    async def _attempt(self, stored: Stored[RunRecord], token: str) -> RunLease:
+        record = stored.value
+        lease = RunLease(self.records, self._service, stored, token)
         writer = EventWriter(self._container, record.run_id, record.attempts)
         lease.before_finish = writer.flush
         with _run_span(record) as span:
@@ -441,7 +463,7 @@ class BackgroundRuns:
             try:
                 await writer.open()
             except ResumeError:
-                await self._release(lease.record)
+                await self._release(lease.stored)
                 raise
             owner = RunOwner(turn.runner, turn.request, claim=lease)
             task = asyncio.get_running_loop().create_task(self._consume(owner, writer, lease))
@@ -456,14 +478,21 @@ class BackgroundRuns:
                 await finish_even_if_cancelled(_settled(task, lease, writer))
             status = lease.record.status
             span.set_attribute("run.status", status)
-            if status == rr.FAILED:
-                span.set_status(Status(StatusCode.ERROR, str((lease.record.data.get("error") or {}).get("code"))))
+            if status == rr.FAILED and lease.record.error is not None:
+                span.set_status(Status(StatusCode.ERROR, lease.record.error.code))
         return lease
 
-    async def _release(self, record: RunRecord) -> None:
+    async def _release(self, stored: Stored[RunRecord]) -> None:
         """Give up a claim before the run started, so the next delivery can take it at once."""
-        with contextlib.suppress(ResumeError, RecordConflict):
-            await self.records.replace(record, {**record.data, "lease": {**record.data["lease"], "until": 0}})
+        token = stored.value.holder()
+
+        def released(record: RunRecord | None) -> RunRecord | None:
+            if record is None or record.lease is None or record.lease.token != token:
+                return None
+            return replace(record, lease=rr.Lease(record.lease.token, 0))
+
+        with contextlib.suppress(ResumeError):
+            await self.records.update(stored.value.run_id, released, current=stored)
 
     async def _consume(self, owner: RunOwner, writer: EventWriter, lease: RunLease) -> None:
         """Log the run's events; the last one is written from the settled record, so a
@@ -485,9 +514,9 @@ class BackgroundRuns:
 def terminal_event(record: RunRecord) -> tuple[str, dict[str, Any]] | None:
     """The event a finished run's stream ends with: ``done``, ``error`` or ``cancelled``."""
     if record.status == rr.SUCCEEDED:
-        return "done", record.to_json()["result"]
+        return "done", record.status_json()["result"]
     if record.status == rr.FAILED:
-        return "error", {"error": record.data.get("error")}
+        return "error", {"error": None if record.error is None else record.error.to_json()}
     if record.status == rr.CANCELLED:
         return "cancelled", {"run_id": record.run_id, "status": rr.CANCELLED}
     return None
@@ -505,7 +534,7 @@ async def _settled(task: asyncio.Task[None], lease: RunLease, writer: EventWrite
 @contextlib.contextmanager
 def _run_span(record: RunRecord) -> Any:
     """The attempt's span: a new trace linked to the request that accepted the run."""
-    accepted = trace.get_current_span(propagate.extract(record.data.get("trace") or {})).get_span_context()
+    accepted = trace.get_current_span(propagate.extract(dict(record.trace))).get_span_context()
     links = [Link(accepted)] if accepted.is_valid else []
     attributes = {"run_id": record.run_id, "run.attempt": record.attempts}
     if record.thread_id:

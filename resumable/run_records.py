@@ -1,4 +1,4 @@
-"""Background runs' records: one JSON blob per run (``runs/<run_id>.json``), moved by CAS.
+"""Background runs' records: one typed record per run (``runs/<run_id>.json``).
 
 A record holds the request (its raw body), the run's status, the lease of the attempt
 running it, what each attempt was about to commit, and the outcome:
@@ -6,31 +6,35 @@ running it, what each attempt was about to commit, and the outcome:
 * ``queued`` → ``running`` (an attempt holds ``lease``) → ``succeeded`` | ``failed`` |
   ``cancelled``. A lease not renewed by ``lease.until`` belongs to a crashed instance
   and may be taken over by the next delivery.
-* ``commits`` maps each attempt's token to the checkpoint it was about to commit and
-  the exact response bytes, written (CAS on the lease) before the commit. Whoever
-  finds an unfinished record checks them: a committed one is the run's result, so a
-  run that committed is never run again and never reports a second result.
+* ``commits`` holds, per attempt, the checkpoint it was about to commit and the exact
+  response bytes, written (under its lease) before the commit. Whoever finds an
+  unfinished record checks them: a committed one is the run's result, so a run that
+  committed is never run again and never reports a second result.
 
-Every write is a compare-and-swap on the record's ETag, so two deliveries of one
-message, or a stalled attempt and its successor, cannot both change it.
+Records change only through ``RecordStore.update`` (one compare-and-swap helper that
+tells a lost answer from a conflict), so two deliveries of one message, or a stalled
+attempt and its successor, cannot both change one.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from azure.storage.blob.aio import ContainerClient
 
 from . import layout
-from .blob_records import BlobRecords, Record, RecordConflict, RecordUnreadable
+from .blob_records import RecordConflict, RecordUnreadable
 from .errors import RunRecordUnreadable
+from .record_store import UNREAD, Change, RecordStore, Stored
 
 PREFIX = layout.RUNS
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
@@ -57,157 +61,241 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def unb64(text: str) -> bytes:
+def unb64(text: object) -> bytes:
+    if not isinstance(text, str):
+        raise TypeError("base64 text")
     return base64.b64decode(text, validate=True)
 
 
-@dataclass(slots=True)
+def _text(value: object, *, optional: bool = False) -> Any:
+    if (value is None and optional) or isinstance(value, str):
+        return value
+    raise TypeError("text")
+
+
+def _number(value: object, *, optional: bool = False) -> Any:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError("number")
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """One attempt's hold on a run: its token, and when the hold lapses unless renewed."""
+
+    token: str
+    until: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"token": self.token, "until": self.until}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Lease:
+        return cls(_text(data["token"]), _number(data["until"]))
+
+
+@dataclass(frozen=True, slots=True)
+class CommitIntent:
+    """What an attempt (``token``) was about to commit: written before the commit itself."""
+
+    token: str
+    checkpoint_id: str
+    stamp: str
+    body: bytes
+    at: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"checkpoint_id": self.checkpoint_id, "stamp": self.stamp, "body": b64(self.body), "at": self.at}
+
+    @classmethod
+    def from_json(cls, token: str, data: Mapping[str, Any]) -> CommitIntent:
+        return cls(
+            token, _text(data["checkpoint_id"]), _text(data.get("stamp", "")), unb64(data["body"]), _number(data["at"])
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RunError:
+    """Why a run failed (or was cancelled): a stable code and a caller-safe message."""
+
+    code: str
+    message: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"code": self.code, "message": self.message}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunError:
+        return cls(_text(data["code"]), _text(data.get("message", "")))
+
+
+CANCELLED_ERROR = RunError("cancelled", "The run was cancelled.")
+
+
+@dataclass(frozen=True, slots=True)
 class RunRecord:
-    """A record as read, with the ETag its next write must match."""
+    """A background run, as its record holds it."""
 
+    VERSION: ClassVar[int] = 2
     run_id: str
-    data: dict[str, Any]
-    etag: str
-
-    @property
-    def status(self) -> str:
-        return str(self.data["status"])
-
-    @property
-    def thread_id(self) -> str | None:
-        return self.data.get("thread_id")
+    body: bytes
+    fingerprint: str
+    accepted: bytes
+    created_at: float
+    status: str = QUEUED
+    thread_id: str | None = None
+    checkpoint_id: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    attempts: int = 0
+    lease: Lease | None = None
+    commits: tuple[CommitIntent, ...] = ()
+    cancel_requested: bool = False
+    result: bytes | None = None
+    error: RunError | None = None
+    trace: Mapping[str, str] = field(default_factory=dict)
+    callback_url: str | None = None
+    # Transitional: the callback's delivery state, until callbacks get a record of their own.
+    callback: Mapping[str, Any] | None = None
 
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL
 
-    @property
-    def attempts(self) -> int:
-        return int(self.data.get("attempts", 0))
+    def holder(self) -> str | None:
+        """The token of the attempt holding the lease, if any."""
+        return None if self.lease is None else self.lease.token
 
-    @property
-    def lease_live(self) -> bool:
-        lease = self.data.get("lease")
-        return self.status == RUNNING and bool(lease) and float(lease["until"]) > time.time()
+    def lease_live(self, now: float) -> bool:
+        """Whether an attempt still holds the run at ``now`` (server time, epoch seconds)."""
+        return self.status == RUNNING and self.lease is not None and self.lease.until > now
 
-    @property
-    def body(self) -> bytes:
-        return unb64(self.data["body"])
+    def finished(self, status: str, *, result: bytes | None = None, error: RunError | None = None) -> RunRecord:
+        """This record moved to a terminal status (the lease goes with it)."""
+        return dataclasses.replace(self, status=status, lease=None, finished_at=time.time(), result=result, error=error)
 
-    @property
-    def accepted(self) -> bytes:
-        return unb64(self.data["accepted"])
-
-    def commits(self) -> list[dict[str, Any]]:
-        return list(self.data.get("commits", {}).values())
-
-    def to_json(self) -> dict[str, Any]:
+    def status_json(self) -> dict[str, Any]:
         """The status document ``GET /api/runs/{id}`` returns."""
-        data = self.data
-        result = data.get("result")
         return {
             "run_id": self.run_id,
             "status": self.status,
             "thread_id": self.thread_id,
-            "created_at": rfc3339(data.get("created_at")),
-            "started_at": rfc3339(data.get("started_at")),
-            "finished_at": rfc3339(data.get("finished_at")),
+            "created_at": rfc3339(self.created_at),
+            "started_at": rfc3339(self.started_at),
+            "finished_at": rfc3339(self.finished_at),
             "attempts": self.attempts,
-            "result": None if result is None else json.loads(unb64(result)),
-            "error": data.get("error"),
+            "result": None if self.result is None else json.loads(self.result),
+            "error": None if self.error is None else self.error.to_json(),
         }
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "thread_id": self.thread_id,
+            "checkpoint_id": self.checkpoint_id,
+            "body": b64(self.body),
+            "fingerprint": self.fingerprint,
+            "accepted": b64(self.accepted),
+            "created_at": self.created_at,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "attempts": self.attempts,
+            "lease": None if self.lease is None else self.lease.to_json(),
+            "commits": {intent.token: intent.to_json() for intent in self.commits},
+            "cancel_requested": self.cancel_requested,
+            "result": None if self.result is None else b64(self.result),
+            "error": None if self.error is None else self.error.to_json(),
+            "trace": dict(self.trace),
+            "callback_url": self.callback_url,
+            "callback": None if self.callback is None else dict(self.callback),
+        }
 
-def new_record(
-    run_id: str,
-    *,
-    body: bytes,
-    fingerprint: str,
-    thread_id: str | None,
-    checkpoint_id: str | None,
-    accepted: bytes,
-    created_at: float,
-    traceparent: dict[str, str],
-) -> dict[str, Any]:
-    return {
-        "run_id": run_id,
-        "status": QUEUED,
-        "thread_id": thread_id,
-        "checkpoint_id": checkpoint_id,
-        "body": b64(body),
-        "fingerprint": fingerprint,
-        "accepted": b64(accepted),
-        "created_at": created_at,
-        "started_at": None,
-        "finished_at": None,
-        "attempts": 0,
-        "lease": None,
-        "commits": {},
-        "cancel_requested": False,
-        "result": None,
-        "error": None,
-        "trace": traceparent,
-    }
-
-
-def finished(
-    data: dict[str, Any], status: str, *, result: bytes | None = None, error: dict[str, str] | None = None
-) -> dict[str, Any]:
-    """``data`` moved to a terminal status (the lease goes with it)."""
-    return {
-        **data,
-        "status": status,
-        "lease": None,
-        "finished_at": time.time(),
-        "result": None if result is None else b64(result),
-        "error": error,
-    }
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunRecord:
+        status = data["status"]
+        if status not in _STATUSES:
+            raise ValueError("status")
+        attempts = data.get("attempts", 0)
+        if type(attempts) is not int:
+            raise TypeError("attempts")
+        lease, commits, error = data.get("lease"), data.get("commits") or {}, data.get("error")
+        trace, callback = data.get("trace") or {}, data.get("callback")
+        if not isinstance(commits, dict) or not isinstance(trace, dict):
+            raise TypeError("commits")
+        if callback is not None and not isinstance(callback, dict):
+            raise TypeError("callback")
+        callback_url = data.get("callback_url", (callback or {}).get("url"))  # version 1 kept the URL there
+        return cls(
+            run_id=_text(data["run_id"]),
+            body=unb64(data["body"]),
+            fingerprint=_text(data.get("fingerprint", "")),
+            accepted=unb64(data["accepted"]),
+            created_at=_number(data["created_at"]),
+            status=status,
+            thread_id=_text(data.get("thread_id"), optional=True),
+            checkpoint_id=_text(data.get("checkpoint_id"), optional=True),
+            started_at=_number(data.get("started_at"), optional=True),
+            finished_at=_number(data.get("finished_at"), optional=True),
+            attempts=attempts,
+            lease=None if lease is None else Lease.from_json(lease),
+            commits=tuple(CommitIntent.from_json(_text(token), entry) for token, entry in commits.items()),
+            cancel_requested=data.get("cancel_requested") is True,
+            result=None if data.get("result") is None else unb64(data["result"]),
+            error=None if error is None else RunError.from_json(error),
+            trace={_text(k): _text(v) for k, v in trace.items()},
+            callback_url=_text(callback_url, optional=True),
+            callback=callback,
+        )
 
 
 class RunRecords:
     """Run records beside the checkpoints, in the same container."""
 
     def __init__(self, container: ContainerClient) -> None:
-        self._records = BlobRecords(container, PREFIX)
+        self._store: RecordStore[RunRecord] = RecordStore(container, PREFIX, RunRecord)
 
-    @staticmethod
-    def _checked(run_id: str, record: Record | None) -> RunRecord | None:
-        if record is None:
-            return None
-        if record.data.get("status") not in _STATUSES or not isinstance(record.data.get("body"), str):
-            raise RunRecordUnreadable("This run's record cannot be read.")
-        return RunRecord(run_id, record.data, record.etag)
-
-    async def get(self, run_id: str) -> RunRecord | None:
+    async def get(self, run_id: str) -> Stored[RunRecord] | None:
         try:
-            return self._checked(run_id, await self._records.get(run_id))
+            return await self._store.get(run_id)
         except RecordUnreadable as exc:
             raise RunRecordUnreadable("This run's record cannot be read.") from exc
 
-    async def create(self, run_id: str, data: dict[str, Any]) -> RunRecord:
+    async def create(self, record: RunRecord) -> Stored[RunRecord]:
         """Create-only; ``RecordConflict`` when the run already exists."""
-        record = await self._records.create(run_id, data)
-        return RunRecord(run_id, record.data, record.etag)
+        try:
+            return await self._store.create(record.run_id, record)
+        except RecordUnreadable as exc:
+            raise RunRecordUnreadable("This run's record cannot be read.") from exc
 
-    async def replace(self, record: RunRecord, data: dict[str, Any]) -> RunRecord:
-        """CAS on ``record``'s ETag; ``RecordConflict`` if it changed meanwhile."""
-        written = await self._records.replace(record.run_id, data, record.etag)
-        return RunRecord(record.run_id, written.data, written.etag)
+    async def update(
+        self, run_id: str, change: Change, *, current: Stored[RunRecord] | object | None = UNREAD
+    ) -> Stored[RunRecord] | None:
+        """Apply ``change`` by compare-and-swap (see ``RecordStore.update``); the record after it."""
+        try:
+            return await self._store.update(run_id, change, current=current)  # type: ignore[arg-type]
+        except RecordUnreadable as exc:
+            raise RunRecordUnreadable("This run's record cannot be read.") from exc
 
 
 __all__ = [
     "CANCELLED",
+    "CANCELLED_ERROR",
     "FAILED",
     "QUEUED",
     "RUNNING",
     "SUCCEEDED",
     "TERMINAL",
+    "CommitIntent",
+    "Lease",
     "RecordConflict",
+    "RunError",
     "RunRecord",
     "RunRecordUnreadable",
     "RunRecords",
-    "finished",
+    "Stored",
     "keyed_run_id",
-    "new_record",
     "new_run_id",
 ]

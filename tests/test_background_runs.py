@@ -9,6 +9,7 @@ registered queue function with the message the host would build.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import time
@@ -25,7 +26,7 @@ from devtools.function_host import FunctionHost
 from devtools.queue_runner import QueueRunner
 from functions_adapter import wiring
 from resumable import background
-from resumable.run_records import RunRecords
+from resumable.run_records import Lease, RunRecords
 from tests import recording_workflow
 
 ASYNC = {"Prefer": "respond-async"}
@@ -50,6 +51,11 @@ async def _status(host: FunctionHost, run_id: str, **headers: str) -> dict[str, 
 
 async def _records() -> RunRecords:
     return RunRecords(wiring.container_for(wiring.load_settings()))
+
+
+async def _lapse_lease(records: RunRecords, run_id: str) -> None:
+    """What time does to a dead or stalled holder: its lease lapses."""
+    await records.update(run_id, lambda r: dataclasses.replace(r, lease=Lease(r.lease.token, 0)))
 
 
 async def _blob_names(prefix: str) -> list[str]:
@@ -274,15 +280,17 @@ async def test_redelivery_after_a_crash_between_save_and_result_reports_the_save
         with pytest.raises(background.RecordNotReady):
             await _deliver(recording, message)
     records = await _records()
-    record = await records.get(run_id)
-    assert record is not None and record.status == "running" and len(record.commits()) == 1
+    stored = await records.get(run_id)
+    assert stored is not None
+    record = stored.value
+    assert record.status == "running" and len(record.commits) == 1
     assert await _checkpoint_ids() == [f"checkpoints/{run_id}.json"]
     # Time passes: the dead instance's lease lapses; the message comes back.
-    await records.replace(record, {**record.data, "lease": {**record.data["lease"], "until": 0}})
+    await _lapse_lease(records, run_id)
     await _deliver(recording, message)
     status = await _status(recording, run_id)
     assert status["status"] == "succeeded" and status["attempts"] == 1
-    assert status["result"] == json.loads(background.rr.unb64(record.commits()[0]["body"]))
+    assert status["result"] == json.loads(record.commits[0].body)
     assert [c for c in recording_workflow.CALLS if c[0] == "head"] == [("head", "crash after save")]
     assert await _checkpoint_ids() == [f"checkpoints/{run_id}.json"]
 
@@ -293,11 +301,8 @@ async def test_redelivery_after_a_crash_mid_run_runs_it_again_once(
     run_id = (await _accept(recording, messages="crash mid run"))["run_id"]
     message = await _take_message(queue_env, azurite)
     records = await _records()
-    record = await records.get(run_id)
-    assert record is not None
     # What an instance that died mid-run leaves: running, one attempt, a lapsed lease.
-    crashed = {**record.data, "status": "running", "attempts": 1, "lease": {"token": "dead", "until": 0}}
-    await records.replace(record, crashed)
+    await records.update(run_id, lambda r: dataclasses.replace(r, status="running", attempts=1, lease=Lease("dead", 0)))
     await _deliver(recording, message)
     status = await _status(recording, run_id)
     assert status["status"] == "succeeded" and status["attempts"] == 2
@@ -312,10 +317,10 @@ async def test_a_stalled_attempt_that_lost_its_lease_commits_nothing(
 ) -> None:
     run_id, message, first = await _running(recording, queue_env, azurite, "stall wait")
     records = await _records()
-    record = await records.get(run_id)
-    assert record is not None and record.status == "running"
+    stored = await records.get(run_id)
+    assert stored is not None and stored.value.status == "running"
     # The first attempt stalls past its lease; the message comes back to another instance.
-    await records.replace(record, {**record.data, "lease": {**record.data["lease"], "until": 0}})
+    await _lapse_lease(records, run_id)
     recording_workflow.RELEASE.set()  # the second attempt must not wait
     await _deliver(recording, message)
     await asyncio.wait_for(first, 10)
@@ -323,7 +328,7 @@ async def test_a_stalled_attempt_that_lost_its_lease_commits_nothing(
     assert status["status"] == "succeeded" and status["attempts"] == 2
     assert await _checkpoint_ids() == [f"checkpoints/{run_id}.json"]
     final = await records.get(run_id)
-    assert final is not None and len(final.commits()) == 1
+    assert final is not None and len(final.value.commits) == 1
 
 
 # -- nothing stuck --------------------------------------------------------------------------
