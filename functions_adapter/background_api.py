@@ -1,14 +1,14 @@
-"""Background runs over HTTP and the run queue: 202 now, status, join, cancel.
+"""Background runs over HTTP and the run queue: parse, authorize and render.
 
-The library (``resumable.background``) owns execution; this module turns requests
-into records and messages, and records into responses. Everything a synchronous call
-would refuse is refused before the 202, with the same status codes.
+The protocol is the library's: ``resumable.run_accept`` (202 now, or refused exactly as a
+synchronous call would be, or a retry's replay), ``resumable.run_control`` (status,
+cancel), ``resumable.background`` (execution). Run routes are authorized on the run's
+thread, as the thread's own routes are.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -21,30 +21,24 @@ from opentelemetry import propagate, trace
 
 from resumable import run_records as rr
 from resumable.background import BackgroundRuns, terminal_event
-from resumable.blob_records import RecordConflict
-from resumable.errors import (
-    IdempotencyKeyReused,
-    InvalidRequest,
-    RunFinished,
-    RunNotFound,
-    ServerMisconfigured,
-    WebhookIdReused,
-)
-from resumable.idempotency import WEBHOOK_ID, fingerprint, validate_key
+from resumable.errors import InvalidRequest, ServerMisconfigured
+from resumable.idempotency import fingerprint
 from resumable.ids import validate_id
 from resumable.record_store import Stored
+from resumable.run_accept import Accepted, AcceptRequest, Callback, Dedupe, RunAcceptor
+from resumable.run_control import RunControl
 from resumable.run_events import EventReader
 from resumable.run_queue import RunQueue
 from resumable.run_records import RunRecord, RunRecords
 from resumable.runs import RunRequest
 from resumable.thread_order import ThreadOrder
 
-from . import callback_url, callbacks
+from . import callback_url, callbacks, thread_api
 from .responses import JSON_MEDIA_TYPE, json_response, render_json
 from .settings import Settings
 from .sse import KEEPALIVE, MEDIA_TYPE, sse_event
 from .turns import Turn, build_turn
-from .wiring import build_service, container_for, load_settings
+from .wiring import build_service, container_for, idempotency_store, load_settings
 
 logger = logging.getLogger(__name__)
 MAX_WAIT_SECONDS = 60
@@ -63,18 +57,6 @@ def preferences(prefer: str | None) -> dict[str, str]:
     return found
 
 
-def _links(run_id: str) -> dict[str, str]:
-    base = f"/api/runs/{run_id}"
-    return {"self": base, "stream": f"{base}/stream", "cancel": f"{base}/cancel"}
-
-
-def _accepted_response(record: RunRecord, *, async_preferred: bool) -> Response:
-    headers = {"Location": f"/api/runs/{record.run_id}", "Retry-After": "1"}
-    if async_preferred:
-        headers["Preference-Applied"] = "respond-async"
-    return Response(record.accepted, status_code=202, media_type=JSON_MEDIA_TYPE, headers=headers)
-
-
 def run_queue(settings: Settings) -> RunQueue:
     if settings.queue is None:
         logger.error("Configuration error: background runs need AzureWebJobsStorage (or __queueServiceUri)")
@@ -82,101 +64,63 @@ def run_queue(settings: Settings) -> RunQueue:
     return RunQueue(settings.queue, settings.runs_queue)
 
 
-async def accept(request: Request, body: bytes, turn: Turn, *, settings: Settings, dedupe: Any) -> Response:
-    """Queue a run and answer 202, or refuse it now exactly as a synchronous call would.
+def _links(run_id: str) -> dict[str, str]:
+    base = f"/api/runs/{run_id}"
+    return {"self": base, "stream": f"{base}/stream", "cancel": f"{base}/cancel"}
 
-    Writes, in order: the queue message, the thread's pending list (thread turns), the
-    record. A message without a record is dropped after its deliveries; a record is
-    written last, so one exists only for a run that will execute.
-    """
+
+def accepted_response(accepted: Accepted, *, async_preferred: bool) -> Response:
+    """A 202 with its links (first or replayed), or a synchronous call's replayed answer."""
+    if accepted.status != 202 or accepted.run_id is None:
+        return Response(accepted.body, status_code=accepted.status, media_type=JSON_MEDIA_TYPE)
+    headers = {"Location": f"/api/runs/{accepted.run_id}", "Retry-After": "1"}
+    if async_preferred:
+        headers["Preference-Applied"] = "respond-async"
+    return Response(accepted.body, status_code=202, media_type=JSON_MEDIA_TYPE, headers=headers)
+
+
+async def accept(request: Request, body: bytes, turn: Turn, *, settings: Settings, dedupe: Any) -> Response:
+    """Queue the run and answer 202, refuse it as a synchronous call would, or replay."""
     queue = run_queue(settings)
-    run_request, thread_id = turn.request, turn.thread_id
-    async_preferred = "respond-async" in preferences(request.headers.get("prefer"))
-    callback = await _callback_state(run_request.callback_url or settings.callback_url, settings)
-    # Missing, incompatible, pending requests, a thread being deleted, a fork outside the
-    # thread, an expired thread: refused now, as the synchronous call would be.
-    await turn.runner.validate(run_request)
-    records = RunRecords(container_for(settings))
-    request_fingerprint = fingerprint(request.method, request.url.path, body)
+    thread_id, checkpoint_id = turn.thread_id, turn.request.checkpoint_id
+    container = container_for(settings)
+    keys = None
     if dedupe is not None:
-        validate_key(dedupe.key)
-        run_id = rr.keyed_run_id(dedupe.kind, dedupe.key, request.url.path)
-        existing = await records.get(run_id)
-        if existing is not None:
-            return await _replay(
-                existing.value,
-                request_fingerprint,
-                dedupe.kind,
-                queue,
-                settings=settings,
-                async_preferred=async_preferred,
-            )
-    else:
-        run_id = rr.new_run_id()
-    trace.get_current_span().set_attribute("run_id", run_id)
+        keys = idempotency_store(settings, build_service(settings), ttl_seconds=dedupe.ttl_seconds)
     carrier: dict[str, str] = {}
     propagate.inject(carrier)
-    created_at = time.time()
-    accepted = render_json(
-        {
-            "run_id": run_id,
-            "status": rr.QUEUED,
-            "thread_id": thread_id,
-            "checkpoint_id": run_request.checkpoint_id,
-            "created_at": rr.rfc3339(created_at),
-            "links": _links(run_id),
-        }
-    )
-    await queue.enqueue(run_id)
-    if thread_id is not None:
-        await ThreadOrder(container_for(settings)).append(thread_id, run_id)
-    new = RunRecord(
-        run_id=run_id,
-        body=body,
-        fingerprint=request_fingerprint,
-        thread_id=thread_id,
-        checkpoint_id=run_request.checkpoint_id,
-        accepted=accepted,
-        created_at=created_at,
-        trace=carrier,
-        callback_url=None if callback is None else callback["url"],
-        callback=callback,
-    )
-    try:
-        record = await records.create(new)
-    except RecordConflict:  # an identical keyed request got there first
-        existing = await records.get(run_id)
-        if existing is None:
-            raise
-        return await _replay(
-            existing.value, request_fingerprint, dedupe.kind, queue, settings=settings, async_preferred=async_preferred
+
+    def render(run_id: str, created_at: float) -> bytes:
+        trace.get_current_span().set_attribute("run_id", run_id)
+        return render_json(
+            {
+                "run_id": run_id,
+                "status": rr.QUEUED,
+                "thread_id": thread_id,
+                "checkpoint_id": checkpoint_id,
+                "created_at": rr.rfc3339(created_at),
+                "links": _links(run_id),
+            }
         )
-    return _accepted_response(record.value, async_preferred=async_preferred)
+
+    accepted = await RunAcceptor(RunRecords(container), ThreadOrder(container), queue, keys).accept(
+        AcceptRequest(
+            body=body,
+            fingerprint=fingerprint(request.method, request.url.path, body),
+            thread_id=thread_id,
+            checkpoint_id=checkpoint_id,
+            dedupe=None if dedupe is None else Dedupe(dedupe.key, dedupe.kind),
+            trace=carrier,
+        ),
+        validate=lambda: turn.runner.validate(turn.request),
+        callback=lambda: _check_callback(turn.request.callback_url or settings.callback_url, settings),
+        render=render,
+    )
+    async_preferred = "respond-async" in preferences(request.headers.get("prefer"))
+    return accepted_response(accepted, async_preferred=async_preferred)
 
 
-async def _replay(
-    existing: RunRecord,
-    request_fingerprint: str,
-    kind: str,
-    queue: RunQueue,
-    *,
-    settings: Settings,
-    async_preferred: bool,
-) -> Response:
-    """A retry of an accepted run: its first 202 again, byte for byte; never a second run."""
-    if existing.fingerprint != request_fingerprint:
-        if kind == WEBHOOK_ID:
-            raise WebhookIdReused("This webhook-id was already delivered with a different request.")
-        raise IdempotencyKeyReused("This Idempotency-Key was used with a different request.")
-    if existing.status == rr.QUEUED:
-        # The first accept may have died before its message or list entry landed.
-        if existing.thread_id is not None:
-            await ThreadOrder(container_for(settings)).append(existing.thread_id, existing.run_id)
-        await queue.enqueue(existing.run_id)
-    return _accepted_response(existing, async_preferred=async_preferred)
-
-
-async def _callback_state(url: str | None, settings: Settings) -> dict[str, Any] | None:
+async def _check_callback(url: str | None, settings: Settings) -> Callback | None:
     """The run's callback, checked now (400 for an address this app will not call)."""
     if url is None:
         return None
@@ -184,7 +128,7 @@ async def _callback_state(url: str | None, settings: Settings) -> dict[str, Any]
         logger.error("Configuration error: a callback was asked for and CALLBACK_SECRET is not set")
         raise ServerMisconfigured()
     checked = await callback_url.check(url, callbacks.policy_of(settings))
-    return callbacks.new_state(checked.url)
+    return Callback(checked.url, callbacks.new_state(checked.url))
 
 
 def refuse_synchronous_callback(run_request: RunRequest) -> None:
@@ -196,7 +140,7 @@ def refuse_synchronous_callback(run_request: RunRequest) -> None:
 
 
 def parse_record(settings: Settings) -> Any:
-    """How the queue trigger rebuilds a run's request from its record."""
+    """How the queue trigger rebuilds a run's turn from its record: the one turn factory."""
 
     def parse(record: RunRecord) -> Turn:
         service = build_service(settings)
@@ -253,12 +197,16 @@ async def handle_poisoned(message: func.QueueMessage) -> None:
 # -- GET /api/runs/{id}, GET /api/runs/{id}/stream, POST /api/runs/{id}/cancel -------------
 
 
-async def _record(settings: Settings, run_id: str) -> Stored[RunRecord]:
-    validate_id(run_id, kind="run_id")
-    record = await RunRecords(container_for(settings)).get(run_id)
-    if record is None:
-        raise RunNotFound(f"No background run has the ID '{run_id}'.")
-    return record
+async def _authorized(request: Request, settings: Settings, route: str, run_id: str) -> Stored[RunRecord]:
+    """The run's record, once the thread authorizer allowed this caller its thread."""
+    found = await _control(settings).get(run_id)
+    if found.value.thread_id is not None:
+        await thread_api.gate(request, settings, route, found.value.thread_id)
+    return found
+
+
+def _control(settings: Settings) -> RunControl:
+    return RunControl(RunRecords(container_for(settings)), on_finished=_callbacks(settings).schedule)
 
 
 def _wait_seconds(prefer: str | None) -> float:
@@ -269,14 +217,8 @@ def _wait_seconds(prefer: str | None) -> float:
 async def get_status(request: Request, run_id: str) -> Response:
     """The run's status; ``Prefer: wait=N`` holds the answer until it finishes or N s pass."""
     settings = load_settings()
-    record = (await _record(settings, run_id)).value
-    deadline = time.monotonic() + _wait_seconds(request.headers.get("prefer"))
-    records = RunRecords(container_for(settings))
-    pause = 0.05  # short runs answer fast; longer ones cost a read every POLL_SECONDS
-    while not record.terminal and time.monotonic() < deadline:
-        await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-        pause = min(POLL_SECONDS, pause * 2)
-        record = (await records.get(run_id) or Stored(record, "")).value
+    found = await _authorized(request, settings, "runs/{run_id}", run_id)
+    record = await _control(settings).wait(found, _wait_seconds(request.headers.get("prefer")))
     headers = None if record.terminal else {"Retry-After": "1"}
     return json_response(status_json(record), headers=headers)
 
@@ -288,26 +230,11 @@ def status_json(record: RunRecord) -> dict[str, Any]:
     return body
 
 
-async def cancel(run_id: str) -> Response:
+async def cancel(request: Request, run_id: str) -> Response:
     """Cancel: a queued run never starts; a running one is stopped by its watcher."""
     settings = load_settings()
-    records = RunRecords(container_for(settings))
-    stored = await _record(settings, run_id)
-
-    def cancelled(record: RunRecord | None) -> RunRecord:
-        if record is None:
-            raise RunNotFound(f"No background run has the ID '{run_id}'.")
-        if record.terminal:
-            raise RunFinished(f"The run already finished ({record.status}).")
-        if record.status == rr.QUEUED:
-            return record.finished(rr.CANCELLED, error=rr.CANCELLED_ERROR)
-        return dataclasses.replace(record, cancel_requested=True)
-
-    written = await records.update(run_id, cancelled, current=stored)
-    if written is None:
-        raise RunNotFound(f"No background run has the ID '{run_id}'.")
-    await _callbacks(settings).schedule(written)  # a queued run cancelled: report it
-    return json_response(status_json(written.value))
+    found = await _authorized(request, settings, "runs/{run_id}/cancel", run_id)
+    return json_response(status_json(await _control(settings).cancel(found)))
 
 
 def _last_event_id(value: str | None) -> tuple[int, int]:
@@ -320,7 +247,7 @@ def _last_event_id(value: str | None) -> tuple[int, int]:
 async def join(request: Request, run_id: str) -> Response:
     """SSE: the run's events from the start (or after ``Last-Event-ID``), then live."""
     settings = load_settings()
-    record = (await _record(settings, run_id)).value
+    record = (await _authorized(request, settings, "runs/{run_id}/stream", run_id)).value
     container = container_for(settings)
     start = _last_event_id(request.headers.get("last-event-id"))
     frames = _follow(

@@ -192,7 +192,7 @@ async def handle_join_run(request: Request, run_id: str) -> Response:
 
 async def handle_cancel_run(request: Request, run_id: str) -> Response:
     """``POST /api/runs/{id}/cancel``: stop a queued or running background run."""
-    return await traced(request, "runs/{run_id}/cancel", lambda: background_api.cancel(run_id))
+    return await traced(request, "runs/{run_id}/cancel", lambda: background_api.cancel(request, run_id))
 
 
 async def handle_health() -> Response:

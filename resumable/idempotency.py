@@ -69,10 +69,7 @@ CommitCheck = Callable[[str, str | None], Awaitable[bool]]
 
 @dataclass(slots=True)
 class Claim:
-    """This request holds the key; it must ``complete`` or ``release`` it.
-
-    ``record`` is replaced on each write, so it always holds the ETag to match next.
-    """
+    """This request holds the key (``record`` holds the ETag its next write must match)."""
 
     name: str
     fingerprint: str
@@ -96,7 +93,7 @@ def _reused(kind: str) -> ResumeError:
 def _stored(record: KeyRecord) -> StoredResponse:
     if record.status is None or record.body is None:
         raise IdempotencyRecordUnreadable("The stored response for this Idempotency-Key cannot be read.")
-    return StoredResponse(record.status, record.body, record.run_id)
+    return StoredResponse(record.status, record.body, record.run_id, record.claimed_at)
 
 
 class IdempotencyStore:
@@ -167,9 +164,8 @@ class IdempotencyStore:
         return Claim(name, request_fingerprint, written, token)
 
     async def peek(self, key: str, request_fingerprint: str, *, kind: str) -> StoredResponse | None:
-        """The stored response of an earlier identical request, if one is final; a reused key
-        is refused (422/409). Writes nothing: an unfinished claim is judged by the write
-        that follows (``begin`` or ``accept_once``)."""
+        """An earlier identical request's final response, or None; a reused key is refused.
+        Writes nothing: an unfinished claim is judged by ``begin`` or ``accept_once``."""
         try:
             found = await self._records.get(record_name(key, kind))
         except RecordUnreadable as exc:
@@ -193,6 +189,7 @@ class IdempotencyStore:
         accepted = KeyRecord(
             COMPLETED,
             request_fingerprint,
+            claimed_at=time.time(),
             status=response.status,
             body=response.body,
             thread_id=thread_id,
@@ -201,6 +198,10 @@ class IdempotencyStore:
         )
         await self._claim_or_replay(name, kind, accepted, on_completed=lambda r: replay.append(_stored(r)))
         return replay[0] if replay else None
+
+    async def forget_accept(self, key: str, kind: str, run_id: str) -> None:
+        """Release a background accept's key whose run was never created (the accept failed)."""
+        await self._update(record_name(key, kind), lambda r: DELETE if r is not None and r.run_id == run_id else None)
 
     async def _change_claim(self, claim: Claim, change: Callable[[KeyRecord], KeyRecord | object]) -> None:
         """Apply ``change`` while the record is still this claim's; ``ClaimLost`` otherwise."""

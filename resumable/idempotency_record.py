@@ -36,7 +36,11 @@ _SHAPES: dict[str, dict[str, type | tuple[type, ...]]] = {
     },
     COMPLETED: {"fingerprint": str, "status": int, "body": str, "expires_at": _NUMBER},
 }
-_OPTIONAL: dict[str, type | tuple[type, ...]] = {"thread_id": (str, type(None)), "run_id": (str, type(None))}
+_OPTIONAL: dict[str, type | tuple[type, ...]] = {
+    "thread_id": (str, type(None)),
+    "run_id": (str, type(None)),
+    "claimed_at": (*_NUMBER, type(None)),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,3 +139,5 @@ class StoredResponse:
     status: int
     body: bytes
     run_id: str | None = None
+    # When it was stored (a background accept's 202): how old the accept is.
+    stored_at: float | None = None
