@@ -9,7 +9,7 @@ import gc
 import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response
 
-from functions_adapter import background_api, maintenance, telemetry
+from functions_adapter import maintenance, queue_triggers, telemetry
 from functions_adapter import routes as http_api
 
 telemetry.configure()
@@ -43,13 +43,13 @@ async def cancel_run(req: Request) -> Response:
 @app.queue_trigger(arg_name="message", queue_name="%RUNS_QUEUE%", connection="AzureWebJobsStorage")
 async def run_in_background(message: func.QueueMessage) -> None:
     """Execute a queued run (the message holds its ID; the request is in its record)."""
-    await background_api.handle_message(message)
+    await queue_triggers.handle_message(message)
 
 
 @app.queue_trigger(arg_name="message", queue_name="%RUNS_QUEUE%-poison", connection="AzureWebJobsStorage")
 async def fail_poisoned_run(message: func.QueueMessage) -> None:
     """A run whose message used up host.json's maxDequeueCount: mark it failed."""
-    await background_api.handle_poisoned(message)
+    await queue_triggers.handle_poisoned(message)
 
 
 @app.route(route="threads/{thread_id}/runs", methods=["POST"])

@@ -14,30 +14,28 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-import azure.functions as func
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
 from opentelemetry import propagate, trace
 
 from resumable import run_records as rr
-from resumable.background import BackgroundRuns, terminal_event
+from resumable.background import terminal_event
 from resumable.errors import InvalidRequest, ServerMisconfigured
 from resumable.idempotency import fingerprint
-from resumable.ids import validate_id
 from resumable.record_store import Stored
 from resumable.run_accept import Accepted, AcceptRequest, Callback, Dedupe, RunAcceptor
 from resumable.run_control import RunControl
 from resumable.run_events import EventReader
-from resumable.run_queue import RunQueue
 from resumable.run_records import RunRecord, RunRecords
 from resumable.runs import RunRequest
 from resumable.thread_order import ThreadOrder
 
 from . import callback_url, callbacks, thread_api
+from .queue_triggers import callbacks_for, run_queue
 from .responses import JSON_MEDIA_TYPE, json_response, render_json
 from .settings import Settings
 from .sse import KEEPALIVE, MEDIA_TYPE, sse_event
-from .turns import Turn, build_turn
+from .turns import Turn
 from .wiring import build_service, container_for, idempotency_store, load_settings
 
 logger = logging.getLogger(__name__)
@@ -55,13 +53,6 @@ def preferences(prefer: str | None) -> dict[str, str]:
             name, _, value = token.partition("=")
             found[name.strip().lower()] = value.strip().strip('"')
     return found
-
-
-def run_queue(settings: Settings) -> RunQueue:
-    if settings.queue is None:
-        logger.error("Configuration error: background runs need AzureWebJobsStorage (or __queueServiceUri)")
-        raise ServerMisconfigured()
-    return RunQueue(settings.queue, settings.runs_queue)
 
 
 def _links(run_id: str) -> dict[str, str]:
@@ -139,61 +130,6 @@ def refuse_synchronous_callback(run_request: RunRequest) -> None:
         )
 
 
-def parse_record(settings: Settings) -> Any:
-    """How the queue trigger rebuilds a run's turn from its record: the one turn factory."""
-
-    def parse(record: RunRecord) -> Turn:
-        service = build_service(settings)
-        return build_turn(settings, service, record.body, thread_id=record.thread_id, background_run_id=record.run_id)
-
-    return parse
-
-
-def _callbacks(settings: Settings) -> callbacks.Callbacks:
-    return callbacks.Callbacks(RunRecords(container_for(settings)), run_queue(settings), settings)
-
-
-def background_runs(settings: Settings) -> BackgroundRuns:
-    queue = run_queue(settings)
-    return BackgroundRuns(
-        container_for(settings),
-        build_service(settings),
-        parse_record(settings),
-        lambda run_id, delay: queue.enqueue(run_id, delay_seconds=delay),
-        on_finished=_callbacks(settings).schedule,
-    )
-
-
-def _message_run_id(message: func.QueueMessage) -> str | None:
-    text = message.get_body().decode("utf-8", "replace").strip()
-    try:
-        return validate_id(text, kind="run_id")
-    except InvalidRequest:
-        logger.error("Dropped a run-queue message that is not a run ID")
-        return None
-
-
-async def handle_message(message: func.QueueMessage) -> None:
-    """The queue trigger: run (or settle) the run the message names. Raises to retry."""
-    run_id = _message_run_id(message)
-    if run_id is None:
-        return
-    settings = load_settings()
-    if run_id.startswith(callbacks.MESSAGE_PREFIX):
-        await _callbacks(settings).deliver(run_id.removeprefix(callbacks.MESSAGE_PREFIX))
-    else:
-        await background_runs(settings).handle(run_id)
-
-
-async def handle_poisoned(message: func.QueueMessage) -> None:
-    """The poison queue: the run's message was delivered ``maxDequeueCount`` times."""
-    run_id = _message_run_id(message)
-    if run_id is None or run_id.startswith(callbacks.MESSAGE_PREFIX):
-        return  # a callback whose deliveries failed for storage reasons: its attempts are recorded
-    logger.error("Run %s used up its queue deliveries", run_id)
-    await background_runs(load_settings()).handle_poisoned(run_id)
-
-
 # -- GET /api/runs/{id}, GET /api/runs/{id}/stream, POST /api/runs/{id}/cancel -------------
 
 
@@ -206,7 +142,7 @@ async def _authorized(request: Request, settings: Settings, route: str, run_id: 
 
 
 def _control(settings: Settings) -> RunControl:
-    return RunControl(RunRecords(container_for(settings)), on_finished=_callbacks(settings).schedule)
+    return RunControl(RunRecords(container_for(settings)), on_finished=callbacks_for(settings).schedule)
 
 
 def _wait_seconds(prefer: str | None) -> float:
