@@ -141,7 +141,7 @@ async def accept(
         traceparent=carrier,
     )
     if callback is not None:
-        data["callback"] = callback
+        data["callback_url"] = callback
     try:
         record = await records.create(run_id, data)
     except RecordConflict:  # an identical keyed request got there first
@@ -176,7 +176,7 @@ async def _replay(
     return _accepted_response(existing, async_preferred=async_preferred)
 
 
-async def _callback_state(url: str | None, settings: Settings) -> dict[str, Any] | None:
+async def _callback_state(url: str | None, settings: Settings) -> str | None:
     """The run's callback, checked now (400 for an address this app will not call)."""
     if url is None:
         return None
@@ -184,7 +184,7 @@ async def _callback_state(url: str | None, settings: Settings) -> dict[str, Any]
         logger.error("Configuration error: a callback was asked for and CALLBACK_SECRET is not set")
         raise ServerMisconfigured()
     checked = await callback_url.check(url, callbacks.policy_of(settings))
-    return callbacks.new_state(checked.url)
+    return checked.url
 
 
 def refuse_synchronous_callback(run_request: RunRequest) -> None:
@@ -215,7 +215,7 @@ def parse_record(settings: Settings) -> Any:
 
 
 def _callbacks(settings: Settings) -> callbacks.Callbacks:
-    return callbacks.Callbacks(RunRecords(container_for(settings)), run_queue(settings), settings)
+    return callbacks.Callbacks(container_for(settings), run_queue(settings), settings)
 
 
 def background_runs(settings: Settings) -> BackgroundRuns:
@@ -246,7 +246,7 @@ async def handle_message(message: func.QueueMessage) -> None:
         return
     settings = load_settings()
     if run_id.startswith(callbacks.MESSAGE_PREFIX):
-        await _callbacks(settings).deliver(run_id.removeprefix(callbacks.MESSAGE_PREFIX))
+        await _callbacks(settings).deliver(run_id.removeprefix(callbacks.MESSAGE_PREFIX), message.id)
     else:
         await background_runs(settings).handle(run_id)
 
@@ -254,8 +254,11 @@ async def handle_message(message: func.QueueMessage) -> None:
 async def handle_poisoned(message: func.QueueMessage) -> None:
     """The poison queue: the run's message was delivered ``maxDequeueCount`` times."""
     run_id = _message_run_id(message)
-    if run_id is None or run_id.startswith(callbacks.MESSAGE_PREFIX):
-        return  # a callback whose deliveries failed for storage reasons: its attempts are recorded
+    if run_id is None:
+        return
+    if run_id.startswith(callbacks.MESSAGE_PREFIX):  # settled as given up, never left pending
+        await _callbacks(load_settings()).settle_poisoned(run_id.removeprefix(callbacks.MESSAGE_PREFIX))
+        return
     logger.error("Run %s used up its queue deliveries", run_id)
     await background_runs(load_settings()).handle_poisoned(run_id)
 
@@ -288,13 +291,14 @@ async def get_status(request: Request, run_id: str) -> Response:
         pause = min(POLL_SECONDS, pause * 2)
         record = await records.get(run_id) or record
     headers = None if record.terminal else {"Retry-After": "1"}
-    return json_response(status_json(record), headers=headers)
+    return json_response(await status_json(settings, record), headers=headers)
 
 
-def status_json(record: RunRecord) -> dict[str, Any]:
+async def status_json(settings: Settings, record: RunRecord) -> dict[str, Any]:
     body = record.to_json()
-    if record.data.get("callback"):
-        body["callback"] = callbacks.public_view(record.data["callback"])
+    callback = await callbacks.status_view(container_for(settings), record)
+    if callback is not None:
+        body["callback"] = callback
     return body
 
 
@@ -317,7 +321,7 @@ async def cancel(run_id: str) -> Response:
         except RecordConflict:
             continue
         await _callbacks(settings).schedule(written)  # a queued run cancelled: report it
-        return json_response(status_json(written))
+        return json_response(await status_json(settings, written))
     raise RunFinished("The run changed while it was being cancelled; read its status.")
 
 
