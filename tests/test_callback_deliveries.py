@@ -353,3 +353,15 @@ async def test_a_failed_re_enqueue_does_not_post_again_before_the_retry_is_due(
     assert callback["outcome"] == "pending" and len(callback["attempts"]) == 1
     assert await _queued(azurite, queue_env) == 1  # the retry waits on the queue for its time
     assert time.time() - started < 30
+
+
+async def test_a_callback_that_cannot_be_signed_at_delivery_gives_up_unsent(
+    callback_env: FunctionHost, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_id = await _background(callback_env, receiver.url)
+    monkeypatch.delenv("CALLBACK_SECRET")  # removed from the deployment after the accept
+    await QueueRunner(callback_env).run_until_idle()
+    assert receiver.deliveries == []  # never sent unsigned
+    callback = await _callback(callback_env, run_id)
+    assert (callback["outcome"], callback["reason"]) == ("gave_up", "server_misconfigured")
+    assert [a["error"] for a in callback["attempts"]] == ["server_misconfigured"]
