@@ -119,7 +119,7 @@ async def _check_callback(url: str | None, settings: Settings) -> Callback | Non
         logger.error("Configuration error: a callback was asked for and CALLBACK_SECRET is not set")
         raise ServerMisconfigured()
     checked = await callback_url.check(url, callbacks.policy_of(settings))
-    return Callback(checked.url, callbacks.new_state(checked.url))
+    return Callback(checked.url)
 
 
 def refuse_synchronous_callback(run_request: RunRequest) -> None:
@@ -156,13 +156,15 @@ async def get_status(request: Request, run_id: str) -> Response:
     found = await _authorized(request, settings, "runs/{run_id}", run_id)
     record = await _control(settings).wait(found, _wait_seconds(request.headers.get("prefer")))
     headers = None if record.terminal else {"Retry-After": "1"}
-    return json_response(status_json(record), headers=headers)
+    return json_response(await status_json(settings, record), headers=headers)
 
 
-def status_json(record: RunRecord) -> dict[str, Any]:
+async def status_json(settings: Settings, record: RunRecord) -> dict[str, Any]:
+    """``GET /api/runs/{id}``'s document, with the callback's delivery (if the run has one)."""
     body = record.status_json()
-    if record.callback:
-        body["callback"] = callbacks.public_view(record.callback)
+    callback = await callbacks.status_view(container_for(settings), record)
+    if callback is not None:
+        body["callback"] = callback
     return body
 
 
@@ -170,7 +172,7 @@ async def cancel(request: Request, run_id: str) -> Response:
     """Cancel: a queued run never starts; a running one is stopped by its watcher."""
     settings = load_settings()
     found = await _authorized(request, settings, "runs/{run_id}/cancel", run_id)
-    return json_response(status_json(await _control(settings).cancel(found)))
+    return json_response(await status_json(settings, await _control(settings).cancel(found)))
 
 
 def _last_event_id(value: str | None) -> tuple[int, int]:

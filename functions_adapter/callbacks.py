@@ -1,90 +1,44 @@
-"""Completion callbacks: when a background run finishes, POST the outcome to its
-``callback_url``, signed (Standard Webhooks), retried until delivered or given up.
+"""Completion callbacks, the adapter's part: the signed, address-checked POST, and wiring.
+
+The library (``resumable.callback_deliveries``) schedules callbacks and runs their
+delivery state machine; this module gives it the ``Sender``:
 
 * **Payload**: ``{"type": "run.completed", "run_id", "status", "thread_id", "result" |
-  "error"}``; ``result`` is exactly the synchronous 200 body.
+  "error"}`` (built by the library); ``result`` is exactly the synchronous 200 body.
 * **Headers**: ``webhook-id`` (``msg_<run_id>``: the same on every attempt, so a
   receiver can deduplicate), ``webhook-timestamp`` and ``webhook-signature``
   (``v1,<base64 HMAC-SHA256>`` with ``CALLBACK_SECRET``).
-* **Retries** go through the run queue as delayed messages (``callback.<run_id>``), so
-  they survive restarts: a 2xx is delivered, a 410 stops, anything else (a timeout,
-  a refused connection, another status) is tried again after the next delay of
-  ``CALLBACK_RETRY_SCHEDULE`` (with ±10 % jitter), until ``CALLBACK_MAX_ATTEMPTS``
-  attempts or ``CALLBACK_MAX_SECONDS`` have passed.
 * **Safe**: the URL is checked again at each attempt and the connection goes to the
   checked addresses (``callback_url``); no redirects; 10 s timeout; the response
   body is never read.
-
-Each attempt is recorded in the run record (``callback.attempts``: time, HTTP status
-or error class), with the outcome: ``pending``, ``delivered``, ``stopped`` or
-``gave_up``. ``GET /api/runs/{id}`` shows them.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import logging
-import random
 import time
 from typing import Any
 
 import aiohttp
+from azure.storage.blob.aio import ContainerClient
 
-from resumable import run_records as rr
-from resumable import strict_json
-from resumable.errors import ResumeError
+from resumable.callback_deliveries import MESSAGE_PREFIX, CallbackDeliveries, RetryPolicy, Sender
+from resumable.callback_records import PENDING, CallbackDelivery, callback_store
+from resumable.errors import ServerMisconfigured
+from resumable.finished_run import RunRecordView
 from resumable.record_store import Stored
 from resumable.run_queue import RunQueue
-from resumable.run_records import RunRecord, RunRecords
+from resumable.run_records import RunRecord
 
 from . import signatures
 from .callback_url import CallbackPolicy, CallbackRefused, PinnedResolver, check
 from .settings import Settings
 
-logger = logging.getLogger(__name__)
-MESSAGE_PREFIX = "callback."
 TIMEOUT_SECONDS = 10.0
-# A payload over this carries no result, only ``"result_truncated": true``: the receiver
-# reads it from GET /api/runs/{id}. Keeps one slow receiver from holding megabytes.
-MAX_PAYLOAD_BYTES = 256 * 1024
-PENDING, DELIVERED, STOPPED, GAVE_UP = "pending", "delivered", "stopped", "gave_up"
+__all__ = ["MESSAGE_PREFIX", "Callbacks", "public_view"]
 
 
 def policy_of(settings: Settings) -> CallbackPolicy:
     return CallbackPolicy(settings.callback_allowed_hosts, settings.callback_allow_local_http)
-
-
-def new_state(url: str) -> dict[str, Any]:
-    """What a run record holds about its callback from the start."""
-    return {"url": url, "outcome": PENDING, "scheduled": False, "attempts": [], "first_at": None}
-
-
-def public_view(state: dict[str, Any]) -> dict[str, Any]:
-    """The callback part of ``GET /api/runs/{id}``; the URL's query (often a token) is not shown."""
-    return {
-        "url": state["url"].split("?", 1)[0],
-        "outcome": state["outcome"],
-        "attempts": state["attempts"],
-    }
-
-
-def payload(record: RunRecord) -> bytes:
-    status = record.status_json()
-    body: dict[str, Any] = {
-        "type": "run.completed",
-        "run_id": record.run_id,
-        "status": record.status,
-        "thread_id": record.thread_id,
-    }
-    if record.status == rr.SUCCEEDED:
-        body["result"] = status["result"]
-    else:
-        body["error"] = status["error"]
-    encoded = strict_json.dumps(body)
-    if len(encoded) > MAX_PAYLOAD_BYTES:
-        encoded = strict_json.dumps({**body, "result": None, "result_truncated": True})
-    return encoded
 
 
 def signed_headers(secret: str, message_id: str, body: bytes, timestamp: int | None = None) -> dict[str, str]:
@@ -120,81 +74,59 @@ async def post(url: str, body: bytes, headers: dict[str, str], policy: CallbackP
         return None, type(exc).__name__
 
 
-def next_delay(schedule: tuple[float, ...], attempts: int) -> float:
-    """The wait after ``attempts`` failed attempts: the schedule's entry (its last one
-    repeats), ±10 % jitter so that retries from many runs spread out."""
-    base = schedule[min(attempts - 1, len(schedule) - 1)]
-    return base * random.uniform(0.9, 1.1)  # noqa: S311 - jitter, not cryptography
+def sender(settings: Settings) -> Sender:
+    """Signs with the first ``CALLBACK_SECRET`` and POSTs; unsigned is never sent."""
+
+    async def send(url: str, body: bytes, headers: dict[str, str]) -> tuple[int | None, str | None]:
+        if not settings.callback_secrets:
+            raise ServerMisconfigured()
+        signed = {**headers, **signed_headers(settings.callback_secrets[0], headers["webhook-id"], body)}
+        return await post(url, body, signed, policy_of(settings))
+
+    return send
+
+
+def public_view(url: str, state: CallbackDelivery | None) -> dict[str, Any]:
+    """The callback part of ``GET /api/runs/{id}``; the URL's query (often a token) is not
+    shown. Before the run finished there is no delivery record yet: ``pending``."""
+    view: dict[str, Any] = {
+        "url": url.split("?", 1)[0],
+        "outcome": PENDING if state is None else state.outcome,
+        "attempts": [] if state is None else [attempt.to_json() for attempt in state.attempts],
+    }
+    if state is not None and state.reason is not None:
+        view["reason"] = state.reason
+    return view
+
+
+async def status_view(container: ContainerClient, record: RunRecord) -> dict[str, Any] | None:
+    """The run's callback as ``public_view`` shows it (None: the run has no callback)."""
+    url = RunRecordView(record).callback_url
+    if url is None:
+        return None
+    stored = await callback_store(container).get(record.run_id)
+    return public_view(url, None if stored is None else stored.value)
 
 
 class Callbacks:
-    """Schedules and delivers completion callbacks, one attempt per queue message."""
+    """The library's callback service, wired to the run queue, the sender and the settings."""
 
-    def __init__(self, records: RunRecords, queue: RunQueue, settings: Settings) -> None:
-        self._records = records
-        self._queue = queue
-        self._settings = settings
+    def __init__(self, container: ContainerClient, queue: RunQueue, settings: Settings) -> None:
+        self.deliveries = CallbackDeliveries(
+            container,
+            lambda message, delay: queue.enqueue(message, delay_seconds=delay),
+            sender(settings),
+            RetryPolicy(
+                settings.callback_retry_schedule, settings.callback_max_attempts, settings.callback_max_seconds
+            ),
+        )
 
     async def schedule(self, stored: Stored[RunRecord]) -> None:
-        """A finished run with a pending callback: send its first delivery message (once)."""
-        record = stored.value
-        state = record.callback
-        if not record.terminal or not state or state["outcome"] != PENDING or state["scheduled"]:
-            return
-        await self._queue.enqueue(MESSAGE_PREFIX + record.run_id)
+        """A run that finished: its callback's first delivery, if it has one (once)."""
+        await self.deliveries.schedule(RunRecordView(stored.value))
 
-        def scheduled(current: RunRecord | None) -> RunRecord | None:
-            if current is None or current.callback is None:
-                return None
-            return dataclasses.replace(
-                current, callback={**current.callback, "scheduled": True, "first_at": time.time()}
-            )
+    async def deliver(self, run_id: str, message_id: str | None = None) -> None:
+        await self.deliveries.deliver(run_id, message_id)
 
-        # Changed meanwhile: a second message is harmless (attempts are recorded by CAS).
-        with contextlib.suppress(ResumeError):
-            await self._records.update(record.run_id, scheduled, current=stored)
-
-    async def deliver(self, run_id: str) -> None:
-        """One delivery attempt for ``run_id``'s callback; schedules the next if needed."""
-        stored = await self._records.get(run_id)
-        record = None if stored is None else stored.value
-        state = (record.callback if record else None) or {}
-        if record is None or state.get("outcome") != PENDING:
-            return
-        settings = self._settings
-        if not settings.callback_secrets:
-            logger.error("Callback for run %s not sent: CALLBACK_SECRET is not set", run_id)
-            await self._finish(stored, GAVE_UP, {"at": time.time(), "error": "server_misconfigured"})
-            return
-        body = payload(record)
-        headers = signed_headers(settings.callback_secrets[0], f"msg_{run_id}", body)
-        status, error = await post(state["url"], body, headers, policy_of(settings))
-        attempt: dict[str, Any] = (
-            {"at": time.time(), "status": status} if error is None else {"at": time.time(), "error": error}
-        )
-        attempts = len(state["attempts"]) + 1
-        if status is not None and 200 <= status < 300:
-            await self._finish(stored, DELIVERED, attempt)
-        elif status == 410:
-            await self._finish(stored, STOPPED, attempt)
-        else:
-            delay = next_delay(settings.callback_retry_schedule, attempts)
-            elapsed = time.time() - float(state.get("first_at") or time.time())
-            if attempts >= settings.callback_max_attempts or elapsed + delay > settings.callback_max_seconds:
-                await self._finish(stored, GAVE_UP, attempt)
-                return
-            await self._finish(stored, PENDING, attempt)
-            await self._queue.enqueue(MESSAGE_PREFIX + run_id, delay_seconds=max(0, round(delay)))
-
-    async def _finish(self, stored: Stored[RunRecord], outcome: str, attempt: dict[str, Any]) -> None:
-        def finished(current: RunRecord | None) -> RunRecord | None:
-            if current is None or current.callback is None:
-                return None
-            state = current.callback
-            callback = {**state, "outcome": outcome, "attempts": [*state["attempts"], attempt]}
-            return dataclasses.replace(current, callback=callback)
-
-        try:
-            await self._records.update(stored.value.run_id, finished, current=stored)
-        except ResumeError:
-            logger.warning("Could not record a callback attempt for run %s", stored.value.run_id)
+    async def settle_poisoned(self, run_id: str) -> None:
+        await self.deliveries.settle_poisoned(run_id)

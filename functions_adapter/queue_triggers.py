@@ -15,7 +15,7 @@ from resumable.background import BackgroundRuns
 from resumable.errors import InvalidRequest, ServerMisconfigured
 from resumable.ids import validate_id
 from resumable.run_queue import RunQueue
-from resumable.run_records import RunRecord, RunRecords
+from resumable.run_records import RunRecord
 
 from . import callbacks
 from .settings import Settings
@@ -43,7 +43,7 @@ def parse_record(settings: Settings) -> Any:
 
 
 def callbacks_for(settings: Settings) -> callbacks.Callbacks:
-    return callbacks.Callbacks(RunRecords(container_for(settings)), run_queue(settings), settings)
+    return callbacks.Callbacks(container_for(settings), run_queue(settings), settings)
 
 
 def background_runs(settings: Settings) -> BackgroundRuns:
@@ -73,7 +73,7 @@ async def handle_message(message: func.QueueMessage) -> None:
         return
     settings = load_settings()
     if run_id.startswith(callbacks.MESSAGE_PREFIX):
-        await callbacks_for(settings).deliver(run_id.removeprefix(callbacks.MESSAGE_PREFIX))
+        await callbacks_for(settings).deliver(run_id.removeprefix(callbacks.MESSAGE_PREFIX), message.id)
     else:
         await background_runs(settings).handle(run_id)
 
@@ -81,7 +81,10 @@ async def handle_message(message: func.QueueMessage) -> None:
 async def handle_poisoned(message: func.QueueMessage) -> None:
     """The poison queue: the run's message was delivered ``maxDequeueCount`` times."""
     run_id = _message_run_id(message)
-    if run_id is None or run_id.startswith(callbacks.MESSAGE_PREFIX):
-        return  # a callback whose deliveries failed for storage reasons: its attempts are recorded
+    if run_id is None:
+        return
+    if run_id.startswith(callbacks.MESSAGE_PREFIX):  # settled as given up, never left pending
+        await callbacks_for(load_settings()).settle_poisoned(run_id.removeprefix(callbacks.MESSAGE_PREFIX))
+        return
     logger.error("Run %s used up its queue deliveries", run_id)
     await background_runs(load_settings()).handle_poisoned(run_id)

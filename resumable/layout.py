@@ -11,6 +11,7 @@ so a rename in one place cannot leave another kind growing forever or deleted by
 * ``runs/<run_id>.json``: a background run's record; ``runs/<run_id>/events-<n>.jsonl``
   its attempts' event logs (append blobs).
 * ``run-order/<thread_id>.json``: a thread's pending background turns, in order.
+* ``callbacks/<run_id>.json``: a finished run's completion callback: its delivery state.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ THREAD_METADATA = "thread-meta/"
 IDEMPOTENCY = "idempotency/"
 RUNS = "runs/"
 RUN_ORDER = "run-order/"
+CALLBACKS = "callbacks/"
 
 # Kept until idle for the retention period (last access): a live thread never expires.
 IDLE_EXPIRY = (CHECKPOINTS, THREADS)
 # Kept for a fixed time after their last change.
-MODIFIED_EXPIRY = (IDEMPOTENCY, RUNS, RUN_ORDER)
-ALL = (CHECKPOINTS, THREADS, THREAD_METADATA, IDEMPOTENCY, RUNS, RUN_ORDER)
+MODIFIED_EXPIRY = (IDEMPOTENCY, RUNS, RUN_ORDER, CALLBACKS)
+ALL = (CHECKPOINTS, THREADS, THREAD_METADATA, IDEMPOTENCY, RUNS, RUN_ORDER, CALLBACKS)
 
 
 def record_blob(prefix: str, name: str) -> str:

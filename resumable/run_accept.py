@@ -31,7 +31,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from . import run_records as rr
 from .blob_records import RecordConflict
@@ -86,10 +86,9 @@ class Accepted:
 
 @dataclass(frozen=True, slots=True)
 class Callback:
-    """A checked callback address, and (transitional) its initial delivery state."""
+    """A callback address, checked (the callback's delivery state is a record of its own)."""
 
     url: str
-    state: Mapping[str, Any] | None = None
 
 
 # Renders the 202 body for (run ID, created at): the adapter's shape, with its links.
@@ -209,5 +208,4 @@ def _record(
         checkpoint_id=request.checkpoint_id,
         trace=dict(request.trace),
         callback_url=None if callback is None else callback.url,
-        callback=None if callback is None else callback.state,
     )

@@ -157,8 +157,6 @@ class RunRecord:
     error: RunError | None = None
     trace: Mapping[str, str] = field(default_factory=dict)
     callback_url: str | None = None
-    # Transitional: the callback's delivery state, until callbacks get a record of their own.
-    callback: Mapping[str, Any] | None = None
 
     @property
     def terminal(self) -> bool:
@@ -210,7 +208,6 @@ class RunRecord:
             "error": None if self.error is None else self.error.to_json(),
             "trace": dict(self.trace),
             "callback_url": self.callback_url,
-            "callback": None if self.callback is None else dict(self.callback),
         }
 
     @classmethod
@@ -247,7 +244,6 @@ class RunRecord:
             error=None if error is None else RunError.from_json(error),
             trace={_text(k): _text(v) for k, v in trace.items()},
             callback_url=_text(callback_url, optional=True),
-            callback=callback,
         )
 
 

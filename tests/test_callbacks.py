@@ -17,8 +17,9 @@ from standardwebhooks.webhooks import Webhook
 from devtools.function_host import FunctionHost
 from devtools.queue_runner import QueueRunner
 from devtools.webhook_receiver import WebhookReceiver
-from functions_adapter import callbacks, wiring
+from functions_adapter import wiring
 from functions_adapter.callback_url import CallbackPolicy, CallbackRefused, PinnedResolver, check, parse
+from resumable import callback_deliveries
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 ASYNC = {"Prefer": "respond-async"}
@@ -241,7 +242,7 @@ async def test_callback_url_setting_is_the_default(
 async def test_a_result_over_the_payload_cap_is_left_for_the_status_route(
     callback_env: FunctionHost, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(callbacks, "MAX_PAYLOAD_BYTES", 200)
+    monkeypatch.setattr(callback_deliveries, "MAX_PAYLOAD_BYTES", 200)
     run_id = await _background(callback_env, receiver.url, "a reply longer than two hundred bytes " * 4)
     await QueueRunner(callback_env).run_until_idle()
     payload = receiver.deliveries[0].json()

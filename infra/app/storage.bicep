@@ -130,8 +130,8 @@ var idleThreadRule = {
 
 // Idempotency records carry their own TTL (IDEMPOTENCY_TTL_SECONDS, 1 day by default);
 // this rule removes them from storage a day after they stop counting. Background runs'
-// records, event logs (append blobs) and pending lists go the same way: a run's status
-// stays readable for this long after its last change.
+// records, event logs (append blobs), pending lists and callback delivery records go the
+// same way: a run's status stays readable for this long after its last change.
 var idempotencyRule = {
   name: 'expire-idempotency-records'
   enabled: true
@@ -146,6 +146,7 @@ var idempotencyRule = {
         '${checkpointContainerName}/idempotency/'
         '${checkpointContainerName}/runs/'
         '${checkpointContainerName}/run-order/'
+        '${checkpointContainerName}/callbacks/'
       ]
     }
     actions: {
