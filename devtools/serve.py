@@ -138,7 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     azurite: Azurite | None = None
     try:
         if not args.no_azurite:
-            azurite = start_azurite(own_process_group=True)
+            try:
+                azurite = start_azurite(own_process_group=True)
+            except RuntimeError as error:  # not installed, or it would not start: say why
+                print(error, file=sys.stderr)
+                return 1
             _say(f"Azurite (in memory): blob 127.0.0.1:{azurite.port}, queue 127.0.0.1:{azurite.queue_port}")
         pointed = prepare_settings(args.settings, azurite)
         if pointed:

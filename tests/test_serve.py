@@ -1,7 +1,7 @@
 """scripts/serve.sh: the app over real HTTP without Core Tools, driven as a user would drive it.
 
-One server for the module (setup, Azurite and the app's import cost seconds); the last
-test stops it with Ctrl+C. The timer schedule is checked on its own, in-process.
+One server for the module's first tests (setup, Azurite and the app's import cost seconds);
+the last of them stops it with Ctrl+C. The timer schedule is checked on its own, in-process.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import asyncio
 import json
 import re
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -19,11 +20,13 @@ from pathlib import Path
 import aiohttp
 import azure.functions as func
 import pytest
+from azure.storage.blob import BlobServiceClient
 
+from devtools.azurite import Azurite
 from devtools.function_host import FunctionHost
 from devtools.ncrontab import Schedule
 from devtools.timers import TimerRunner
-from tests.serving import Serving, serving, session_processes
+from tests.serving import ROOT, Serving, serving, session_processes
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +114,7 @@ async def test_the_admin_endpoint_invokes_the_timer_now(served: Serving) -> None
 
 
 def test_ctrl_c_stops_everything_it_started(served: Serving) -> None:
-    """Last in this module: it stops the module's server."""
+    """After the other tests of ``served``: it stops that server."""
     assert len(session_processes(served.process.pid)) >= 3  # the server and Azurite's two services
     seconds = served.stop(signal.SIGINT)
     assert served.process.returncode == 0, served.output()[-3000:]
@@ -167,3 +170,46 @@ async def test_a_timer_fires_on_its_schedule() -> None:
     await asyncio.sleep(2.2)
     await runner.stop()
     assert 2 <= len(fired) <= 4, fired  # at start-up, then once a second
+
+
+# -- options and refusals -----------------------------------------------------------------------
+
+
+def test_a_taken_port_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            ["bash", "scripts/serve.sh", "--port", str(port), "--settings", str(tmp_path / "settings.json")],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            start_new_session=True,
+            check=False,
+        )
+    assert done.returncode == 1
+    assert f"Port {port} is taken" in done.stderr and "pass --port" in done.stderr
+    assert "Azurite" not in done.stdout.split(".venv is up to date.")[-1]  # nothing was started
+    assert not (tmp_path / "settings.json").exists()
+
+
+async def test_no_azurite_uses_the_storage_the_settings_name(tmp_path: Path, azurite: Azurite) -> None:
+    settings = json.loads((ROOT / "local.settings.sample.json").read_text())
+    settings["Values"].update(
+        AzureWebJobsStorage=azurite.connection_string, CHECKPOINT_STORAGE=azurite.connection_string
+    )
+    (tmp_path / "mine.json").write_text(json.dumps(settings))
+    with serving(tmp_path, "--no-azurite", settings=tmp_path / "mine.json") as server:
+        assert "Azurite (in memory)" not in server.output()
+        assert not any(".bin/azurite-" in line for line in session_processes(server.process.pid))
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(f"{server.base}/runs", json={"messages": "hello"}) as response,
+        ):
+            assert response.status == 200
+            checkpoint_id = (await response.json())["checkpoint_id"]
+    # The checkpoint is in the Azurite the settings named.
+    blobs = BlobServiceClient.from_connection_string(azurite.connection_string).get_container_client("checkpoints")
+    assert any(checkpoint_id in blob.name for blob in blobs.list_blobs())
