@@ -76,7 +76,9 @@ class _Starting:
         self.ready.set()
 
 
-def _spawn(binary: Path, service: str, port: int, persistence: list[str], extra: list[str]) -> _Starting:
+def _spawn(
+    binary: Path, service: str, port: int, persistence: list[str], extra: list[str], *, own_group: bool = False
+) -> _Starting:
     if not binary.exists():
         raise RuntimeError(f"Azurite is not installed at {binary}; run `npm ci` in {ROOT}.")
     process = subprocess.Popen(
@@ -84,6 +86,7 @@ def _spawn(binary: Path, service: str, port: int, persistence: list[str], extra:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        process_group=0 if own_group else None,
     )
     starting = _Starting(process)
     threading.Thread(target=starting.pump, daemon=True).start()
@@ -109,6 +112,7 @@ def start_azurite(
     skip_api_version_check: bool = True,
     queue: bool = True,
     queue_port: int = 0,
+    own_process_group: bool = False,
 ) -> Azurite:
     """Start Azurite's blob and (with ``queue``) queue services, no telemetry, and wait
     until both accept requests. They start side by side, so two cost no more than one.
@@ -117,6 +121,8 @@ def start_azurite(
     its own), so a restart on the same ports finds it again. Port 0 lets Azurite pick a
     free one. Without ``--skipApiVersionCheck`` Azurite refuses the storage SDKs' newer
     API versions (a test uses that to see how the app reports a permanent storage 400).
+    With ``own_process_group`` a Ctrl+C in the terminal does not reach the emulator, so
+    whoever started it can stop its own clients first, then ``stop`` it.
     """
     extra = ["--disableTelemetry", *(["--skipApiVersionCheck"] if skip_api_version_check else [])]
 
@@ -127,8 +133,11 @@ def start_azurite(
         folder.mkdir(parents=True, exist_ok=True)
         return ["--location", str(folder)]
 
-    blob = _spawn(AZURITE_BIN, "blob", port, persistence("blob"), extra)
-    queue_service = _spawn(AZURITE_QUEUE_BIN, "queue", queue_port, persistence("queue"), extra) if queue else None
+    group = {"own_group": own_process_group}
+    blob = _spawn(AZURITE_BIN, "blob", port, persistence("blob"), extra, **group)
+    queue_service = (
+        _spawn(AZURITE_QUEUE_BIN, "queue", queue_port, persistence("queue"), extra, **group) if queue else None
+    )
     others = [queue_service] if queue_service else []
     deadline = time.monotonic() + timeout
     blob_port = _wait(blob, deadline, others)

@@ -33,6 +33,7 @@ class Route:
     pattern: re.Pattern[str]
     auth_level: str
     handler: Callable[..., Any]
+    template: str = ""  # the binding's route, as written: "runs/{run_id}"
 
 
 def _compile(template: str) -> re.Pattern[str]:
@@ -107,6 +108,7 @@ def _index(app: func.FunctionApp) -> Index:
                     pattern=_compile(binding["route"]),
                     auth_level=binding.get("authLevel", "FUNCTION"),
                     handler=function.get_user_function(),
+                    template=binding["route"],
                 )
             )
     return Index(routes, triggers)

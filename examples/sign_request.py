@@ -1,6 +1,6 @@
 """Sign a request body the way a Standard Webhooks sender does, for a function app with WEBHOOK_SECRET.
 
-Prints the three headers to paste into a request (examples/requests.http has a slot for them):
+Prints the three headers to paste into a request (examples/requests.signed.http has slots for them):
 
     WEBHOOK_SECRET=whsec_... python examples/sign_request.py '{"messages": "Payment received."}'
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything from the project's own files: .venv from the hashed lock
 # requirements-dev.txt, checkov in a venv of its own (.venv-iac), and the pinned Azurite from
-# package-lock.json. Safe to run again.
+# package-lock.json (with httpyac, which runs examples/requests.http in the tests). Safe to run again.
 #
 #   scripts/setup.sh            # everything scripts/test.sh needs
 #   scripts/setup.sh --no-iac   # without checkov: enough for the demo, func start, the benchmark
@@ -109,9 +109,13 @@ node_range=$(sed -n 's/.*"node": *"\([^"]*\)".*/\1/p' <<<"$azurite_lock")
 node_supported=$(sed -n 's/^>=\([0-9]*\).*/\1/p' <<<"$node_range")
 node_supported=${node_supported:-22}
 node_works=20
-azurite_installed() {
-  [ -x node_modules/.bin/azurite-blob ] &&
-    [ "$(node -p 'require("./node_modules/azurite/package.json").version' 2>/dev/null)" = "$azurite_version" ]
+# httpyac runs examples/requests.http in the tests; it is installed with Azurite, by the same npm ci.
+httpyac_version=$(awk '/"node_modules\/httpyac": \{/ {found = 1} found && /"version":/ {print; exit}' package-lock.json |
+  sed -n 's/.*"version": *"\([^"]*\)".*/\1/p')
+installed_version() { node -p "require('./node_modules/$1/package.json').version" 2>/dev/null; }
+node_tools_installed() {
+  [ -x node_modules/.bin/azurite-blob ] && [ "$(installed_version azurite)" = "$azurite_version" ] &&
+    [ -x node_modules/.bin/httpyac ] && [ "$(installed_version httpyac)" = "$httpyac_version" ]
 }
 if ! command -v node >/dev/null 2>&1; then
   problems+=("Node.js is not installed: install Node.js $node_supported LTS or newer (Azurite $azurite_version requires node $node_range), from https://nodejs.org or your package manager.")
@@ -123,7 +127,7 @@ else
   elif [ "$node_major" -lt "$node_supported" ]; then
     notes+=("Node.js $node_version: Azurite $azurite_version declares node $node_range; it runs on Node $node_works (the tests pass on it), but only $node_supported+ is supported.")
   fi
-  if ! azurite_installed && ! command -v npm >/dev/null 2>&1; then
+  if ! node_tools_installed && ! command -v npm >/dev/null 2>&1; then
     problems+=("npm is not installed, and it is needed to install Azurite: install npm (it comes with the Node.js installers from https://nodejs.org; apt install npm).")
   fi
 fi
@@ -227,11 +231,11 @@ ensure_venv() {
   printf '%s\n' "$want" >"$stamp_file"
 }
 
-if azurite_installed; then
-  echo "Azurite $azurite_version is installed."
+if node_tools_installed; then
+  echo "Azurite $azurite_version and httpyac $httpyac_version are installed."
 else
-  echo "Installing Azurite $azurite_version (npm ci)."
-  start_job "npm ci (Azurite)" npm ci --no-audit --no-fund --prefer-offline --loglevel=error
+  echo "Installing Azurite $azurite_version and httpyac $httpyac_version (npm ci)."
+  start_job "npm ci (Azurite, httpyac)" npm ci --no-audit --no-fund --prefer-offline --loglevel=error
 fi
 # The infra checks' own venv (checkov pins packages the test venv cannot share).
 if [ "$with_iac" = 1 ]; then

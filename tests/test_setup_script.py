@@ -168,7 +168,7 @@ def test_venvs_are_kept_when_current_and_rebuilt_when_pins_or_interpreter_change
     assert lines[0].startswith("Python: ") and f"({version}), from PYTHON" in lines[0]
     assert f"Creating .venv with Python {version}." in lines
     assert f"Creating .venv-iac with Python {version}." in lines
-    assert "Azurite 3.37.0 is installed." in lines
+    assert "Azurite 3.37.0 and httpyac 6.16.7 are installed." in lines
 
     again = _setup(project, env).stdout.splitlines()
     assert ".venv is up to date." in again and ".venv-iac is up to date." in again
@@ -225,3 +225,21 @@ def test_a_venv_without_pip_and_without_a_stamp_is_rebuilt(installed_azurite: Pa
     assert "Rebuilding .venv: it has no pip (made by another tool?)." in done.stdout.splitlines()
     pip = subprocess.run([str(project / ".venv" / "bin" / "python"), "-m", "pip", "--version"], check=False)
     assert pip.returncode == 0
+
+
+def test_a_missing_httpyac_installs_the_node_tools(tmp_path: Path) -> None:
+    """Azurite at its pinned version is not enough: without the pinned httpyac (examples/requests.http
+    runs under it in CI), setup runs ``npm ci`` too, so a fresh clone gets both."""
+    project = _scratch(tmp_path, empty_requirements=True)
+    modules = project / "node_modules"
+    (modules / ".bin").mkdir(parents=True)
+    (modules / "azurite").symlink_to(ROOT / "node_modules" / "azurite")
+    for name in ("azurite-blob", "azurite-queue"):
+        (modules / ".bin" / name).symlink_to((ROOT / "node_modules" / ".bin" / name).resolve())
+    log = tmp_path / "npm.log"
+    fake_npm = {"npm": f'echo "$@" >> {log}\n'}
+    env = {**os.environ, "PATH": _path_without(tmp_path, {"npm"}, fake_npm), "PYTHON": str(THIS_PYTHON)}
+    done = _setup(project, env, "--no-iac")
+    assert done.returncode == 0, done.stdout
+    assert "Installing Azurite 3.37.0 and httpyac 6.16.7 (npm ci)." in done.stdout.splitlines()
+    assert log.read_text().split()[0] == "ci"

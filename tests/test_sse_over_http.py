@@ -1,9 +1,9 @@
 """Server-sent events over a real socket: uvicorn, as the HTTP streaming extension runs them.
 
 The Functions HTTP streaming extension proxies each request to an in-worker FastAPI app
-served by uvicorn. This mounts the registered functions the same way and reads the
-stream with a real HTTP client, so chunking and flushing are exercised, not just the
-response object.
+served by uvicorn. devtools.local_server mounts the registered functions the same way
+(scripts/serve.sh serves the app with it), and this reads the stream with a real HTTP
+client, so chunking and flushing are exercised, not just the response object.
 """
 
 from __future__ import annotations
@@ -15,40 +15,20 @@ from contextlib import asynccontextmanager
 
 import aiohttp
 import pytest
-import uvicorn
-from fastapi import FastAPI, Request
 
-from devtools.azurite import free_port
-from devtools.function_host import FunctionHost, Route
+from devtools.function_host import FunctionHost
+from devtools.local_server import asgi_app, served
 from tests import recording_workflow
-
-
-def _endpoint(route: Route):
-    async def endpoint(request: Request):
-        return await route.handler(request)
-
-    return endpoint
 
 
 @asynccontextmanager
 async def _served(host: FunctionHost, spec_version: str | None = None) -> AsyncIterator[str]:
-    """The registered routes on uvicorn, on a free loopback port (optionally as an ASGI
-    server of ``spec_version`` would call them)."""
-    app = FastAPI()
-    for route in host.routes:
-        template = route.pattern.pattern.replace("(?P<", "{").replace(">[^/]+)", "}")
-        app.add_api_route(template, _endpoint(route), methods=sorted(route.methods))
-    served = app if spec_version is None else _with_spec_version(app, spec_version)
-    port = free_port()
-    uv = uvicorn.Server(uvicorn.Config(served, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
-    task = asyncio.create_task(uv.serve())
-    while not uv.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
-        await asyncio.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        uv.should_exit = True
-        await task
+    """The registered routes on uvicorn (devtools.local_server, as scripts/serve.sh serves
+    them), on a free loopback port, optionally as an ASGI server of ``spec_version`` would
+    call them."""
+    app = asgi_app(host)
+    async with served(app if spec_version is None else _with_spec_version(app, spec_version)) as url:
+        yield url
 
 
 @pytest.fixture

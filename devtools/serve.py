@@ -1,0 +1,167 @@
+"""Serve the function app over real HTTP without Azure Functions Core Tools.
+
+    python -m devtools.serve [--port 7071] [--no-azurite] [--settings local.settings.json]
+
+What ``func start`` does, played in one process: every HTTP function on
+``http://127.0.0.1:7071/api/...`` through uvicorn (function keys not checked), the queue
+triggers through ``devtools.queue_runner``, the timer on its NCRONTAB schedule, and
+Core Tools' ``POST /admin/functions/{name}``. Settings come from local.settings.json's
+``Values`` (copied from local.settings.sample.json if missing); a variable already set
+wins. Unless ``--no-azurite``, an in-memory Azurite is started on free ports and every
+setting that says ``UseDevelopmentStorage=true`` (or a storage setting left unset)
+points at it. SIGINT or SIGTERM stops the server, the runners and Azurite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from devtools.azurite import Azurite, start_azurite
+from devtools.function_host import FunctionHost
+from devtools.local_server import asgi_app, served
+from devtools.queue_runner import QueueRunner, load_local_settings
+from devtools.timers import TimerRunner
+
+ROOT = Path(__file__).resolve().parent.parent
+DEV_STORAGE = "usedevelopmentstorage=true"
+# The settings the app's storage lives in: the host's queue connection and the checkpoints.
+STORAGE_SETTINGS = ("AzureWebJobsStorage", "CHECKPOINT_STORAGE")
+logger = logging.getLogger("devtools.serve")
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+def _port_free(port: int) -> bool:
+    """Whether uvicorn could listen on 127.0.0.1:``port`` (it sets SO_REUSEADDR too)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def prepare_settings(path: Path, azurite: Azurite | None) -> list[str]:
+    """Load ``path``'s Values into the environment (creating it from the sample if missing);
+    with ``azurite``, point development storage at it. Returns the settings pointed there."""
+    if not path.exists():
+        shutil.copy(ROOT / "local.settings.sample.json", path)
+        _say(f"Created {path} from local.settings.sample.json.")
+    load_local_settings(path)
+    if azurite is None:
+        return []
+    names = [name for name, value in os.environ.items() if value.strip().lower() == DEV_STORAGE]
+    names += [name for name in STORAGE_SETTINGS if name not in os.environ and name not in names]
+    for name in names:
+        os.environ[name] = azurite.connection_string
+    return sorted(names)
+
+
+def _describe(host: FunctionHost, base: str, timers: TimerRunner) -> list[str]:
+    """The function list ``func start`` prints, one line each."""
+    lines = [f"  {r.name}: [{','.join(sorted(r.methods))}] {base}/api/{r.template}" for r in host.routes]
+    for trigger in host.queue_triggers():
+        lines.append(f"  {trigger.name}: queueTrigger (queue {trigger.queue_name})")
+    for name, when in timers.next_runs().items():
+        schedule = host.triggers[name].binding["schedule"]
+        lines.append(f"  {name}: timerTrigger ({schedule}, next {when:%Y-%m-%dT%H:%M:%SZ})")
+    return lines
+
+
+async def _serve(port: int, stop: asyncio.Event) -> None:
+    import function_app  # noqa: PLC0415 - imported only once the settings are in place, as the worker does
+    from resumable import run_queue, storage_client  # noqa: PLC0415 - the app's clients, closed on exit
+
+    host = FunctionHost(function_app.app)
+    for trigger in host.queue_triggers():
+        _ = trigger.queue_name  # a %SETTING% that is not set stops start-up, as in the host
+    timers = TimerRunner(host)
+    queues = QueueRunner(host)
+    app = asgi_app(host, admin=True)
+    try:
+        async with served(app, port=port, log_level="info", access_log=True) as base:
+            queues.start()
+            timers.start()
+            _say("Functions:\n" + "\n".join(_describe(host, base, timers)))
+            _say(f"Serving {base}/api (function keys are not checked locally, as with func start)")
+            body = '{"messages": "hello"}'
+            _say(f"Try: curl -s {base}/api/runs -H 'content-type: application/json' -d '{body}'")
+            _say("Ctrl+C stops everything this started.")
+            await stop.wait()
+            _say("Stopping.")
+    finally:
+        await queues.stop()
+        await timers.stop()
+        await app.state.invocations.stop()
+        await storage_client.close_all()
+        await run_queue.close_all()
+
+
+async def _main(port: int) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await _serve(port, stop)
+
+
+def _exit_on_signal(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=7071, help="port on 127.0.0.1 (default 7071, as func start)")
+    parser.add_argument("--no-azurite", action="store_true", help="use the storage settings as they are")
+    parser.add_argument("--settings", type=Path, default=ROOT / "local.settings.json", help="local.settings.json")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("azure").setLevel(logging.WARNING)  # else every queue poll logs its HTTP request
+    if args.port and not _port_free(args.port):
+        print(f"Port {args.port} is taken (func start?): stop what listens there, or pass --port.", file=sys.stderr)
+        return 1
+    # Until the event loop takes over, SIGTERM unwinds like Ctrl+C, so Azurite is still stopped.
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    azurite: Azurite | None = None
+    try:
+        if not args.no_azurite:
+            try:
+                azurite = start_azurite(own_process_group=True)
+            except RuntimeError as error:  # not installed, or it would not start: say why
+                print(error, file=sys.stderr)
+                return 1
+            _say(f"Azurite (in memory): blob 127.0.0.1:{azurite.port}, queue 127.0.0.1:{azurite.queue_port}")
+        pointed = prepare_settings(args.settings, azurite)
+        if pointed:
+            _say(f"Storage settings pointed at it: {', '.join(pointed)}")
+        asyncio.run(_main(args.port))
+    except KeyboardInterrupt:
+        pass
+    except LookupError as error:  # an app setting a binding names is missing
+        print(error, file=sys.stderr)
+        return 1
+    finally:
+        # A second Ctrl+C must not cut the clean-up short and leave Azurite running.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if azurite is not None:
+            azurite.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        raise SystemExit(main())

@@ -1,0 +1,215 @@
+"""scripts/serve.sh: the app over real HTTP without Core Tools, driven as a user would drive it.
+
+One server for the module's first tests (setup, Azurite and the app's import cost seconds);
+the last of them stops it with Ctrl+C. The timer schedule is checked on its own, in-process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import aiohttp
+import azure.functions as func
+import pytest
+from azure.storage.blob import BlobServiceClient
+
+from devtools.azurite import Azurite
+from devtools.function_host import FunctionHost
+from devtools.ncrontab import Schedule
+from devtools.timers import TimerRunner
+from tests.serving import ROOT, Serving, serving, session_processes
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serving]:
+    with serving(tmp_path_factory.mktemp("serve")) as server:
+        yield server
+
+
+def test_it_prints_the_url_and_a_curl_line_that_works(served: Serving) -> None:
+    out = served.output()
+    assert "Created " in out  # the --settings file did not exist: copied from the sample
+    (curl,) = re.findall(r"^Try: (curl -s .*)$", out, re.MULTILINE)
+    assert served.base in curl
+    done = subprocess.run(["bash", "-c", curl], capture_output=True, text=True, timeout=60, check=True)
+    reply = json.loads(done.stdout)
+    assert reply["status"] == "idle" and reply["checkpoint_id"]
+    # Every function is listed, as func start lists them; no key check locally.
+    for name in ("runs", "thread_runs", "run_in_background", "fail_poisoned_run", "sweep_orphan_checkpoints"):
+        assert f"  {name}: " in out
+    assert re.search(r"sweep_orphan_checkpoints: timerTrigger \(0 17 3 \* \* \*, next \S+T03:17:00Z\)", out)
+
+
+async def test_a_run_then_a_resume_from_its_checkpoint(served: Serving) -> None:
+    async with aiohttp.ClientSession() as session:
+        async with session.post(f"{served.base}/runs", json={"messages": "hello"}) as response:
+            assert response.status == 200
+            first = await response.json()
+        body = {"checkpoint_id": first["checkpoint_id"], "messages": "and again"}
+        async with session.post(f"{served.base}/runs", json=body) as response:
+            assert response.status == 200
+            second = await response.json()
+    assert second["previous_checkpoint_id"] == first["checkpoint_id"]
+    assert 'Earlier you said: "hello"' in second["messages"][0]["content"]
+
+
+async def test_a_streamed_turn_arrives_as_sse_frames(served: Serving) -> None:
+    headers = {"Accept": "text/event-stream"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{served.base}/runs", json={"messages": "stream"}, headers=headers) as response,
+    ):
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        assert response.headers.get("Content-Length") is None  # streamed, not buffered
+        frames = [frame async for frame in _frames(response)]
+    events = [re.search(r"^event: (\w+)$", frame, re.MULTILINE)[1] for frame in frames]  # type: ignore[index]
+    assert events[-1] == "done" and len(events) >= 2, events
+
+
+async def _frames(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
+    while frame := (await response.content.readuntil(b"\n\n")).decode():
+        if not frame.startswith(":"):  # a keep-alive comment is not an event
+            yield frame
+
+
+async def test_a_background_run_is_executed_by_the_queue_runner(served: Serving) -> None:
+    async with aiohttp.ClientSession() as session:
+        headers = {"Prefer": "respond-async"}
+        async with session.post(f"{served.base}/runs", json={"messages": "later"}, headers=headers) as response:
+            assert response.status == 202
+            run_id = (await response.json())["run_id"]
+        deadline = time.monotonic() + 30
+        while True:
+            async with session.get(f"{served.base}/runs/{run_id}") as response:
+                run = await response.json()
+            if run["status"] == "succeeded" or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.2)
+    assert run["status"] == "succeeded", run
+
+
+async def test_the_admin_endpoint_invokes_the_timer_now(served: Serving) -> None:
+    root = served.base.removesuffix("/api")
+    async with aiohttp.ClientSession() as session:
+        async with session.post(f"{root}/admin/functions/sweep_orphan_checkpoints", json={"input": ""}) as response:
+            assert response.status == 202
+        async with session.post(f"{root}/admin/functions/no_such_function", json={"input": ""}) as response:
+            assert response.status == 404
+            assert (await response.json())["error"]["code"] == "function_not_found"
+    deadline = time.monotonic() + 30
+    while "Executed 'sweep_orphan_checkpoints' (admin invocation)" not in served.output():
+        assert time.monotonic() < deadline, served.output()[-3000:]
+        await asyncio.sleep(0.1)
+    assert "Admin invocation of sweep_orphan_checkpoints failed" not in served.output()
+
+
+def test_ctrl_c_stops_everything_it_started(served: Serving) -> None:
+    """After the other tests of ``served``: it stops that server."""
+    assert len(session_processes(served.process.pid)) >= 3  # the server and Azurite's two services
+    seconds = served.stop(signal.SIGINT)
+    assert served.process.returncode == 0, served.output()[-3000:]
+    assert seconds < 10, seconds
+    assert session_processes(served.process.pid) == []
+    assert "Traceback" not in served.output(), served.output()[-3000:]
+
+
+def test_sigterm_stops_everything_it_started(tmp_path: Path) -> None:
+    with serving(tmp_path) as server:
+        seconds = server.stop(signal.SIGTERM, group=False)
+        assert server.process.returncode == 0, server.output()[-3000:]
+        assert seconds < 10, seconds
+        assert session_processes(server.process.pid) == []
+
+
+# -- the timer: NCRONTAB schedules, fired in-process ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("expression", "after", "expected"),
+    [
+        ("0 17 3 * * *", "2026-12-04T15:30:12", "2026-12-05T03:17:00"),
+        ("*/10 * * * * *", "2026-12-04T15:30:12", "2026-12-04T15:30:20"),
+        ("0 */5 * * * *", "2026-12-04T15:35:00", "2026-12-04T15:40:00"),
+        ("0 0 12 * * 1-5", "2026-12-04T15:30:00", "2026-12-07T12:00:00"),  # Friday afternoon → Monday
+        ("0 30 9 13 * 5", "2026-12-04T00:00:00", "2027-08-13T09:30:00"),  # both day fields must match
+        ("0 0 0,12 1 1,7 *", "2026-12-04T00:00:00", "2027-01-01T00:00:00"),
+        ("0 0 0 * * 7", "2026-12-04T00:00:00", "2026-12-06T00:00:00"),  # 7 is Sunday
+    ],
+)
+def test_ncrontab_next_run(expression: str, after: str, expected: str) -> None:
+    moment = datetime.fromisoformat(after).replace(tzinfo=UTC)
+    assert Schedule.parse(expression).next_after(moment) == datetime.fromisoformat(expected).replace(tzinfo=UTC)
+
+
+@pytest.mark.parametrize("expression", ["0 17 3 * *", "0 0 24 * * *", "0 0 0 * Jan *", "00:05:00", "0 0 0 31 2 *"])
+def test_ncrontab_refuses_what_it_cannot_read_or_never_fires(expression: str) -> None:
+    with pytest.raises(ValueError, match=r"\S"):
+        Schedule.parse(expression).next_after(datetime(2026, 1, 1, tzinfo=UTC))
+
+
+async def test_a_timer_fires_on_its_schedule() -> None:
+    app = func.FunctionApp()
+    fired: list[bool] = []
+
+    @app.timer_trigger(schedule="* * * * * *", arg_name="timer", run_on_startup=True)
+    async def every_second(timer: func.TimerRequest) -> None:
+        fired.append(timer.past_due)
+
+    runner = TimerRunner(FunctionHost(app))
+    runner.start()
+    await asyncio.sleep(2.2)
+    await runner.stop()
+    assert 2 <= len(fired) <= 4, fired  # at start-up, then once a second
+
+
+# -- options and refusals -----------------------------------------------------------------------
+
+
+def test_a_taken_port_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            ["bash", "scripts/serve.sh", "--port", str(port), "--settings", str(tmp_path / "settings.json")],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            start_new_session=True,
+            check=False,
+        )
+    assert done.returncode == 1
+    assert f"Port {port} is taken" in done.stderr and "pass --port" in done.stderr
+    assert "Azurite" not in done.stdout.split(".venv is up to date.")[-1]  # nothing was started
+    assert not (tmp_path / "settings.json").exists()
+
+
+async def test_no_azurite_uses_the_storage_the_settings_name(tmp_path: Path, azurite: Azurite) -> None:
+    settings = json.loads((ROOT / "local.settings.sample.json").read_text())
+    settings["Values"].update(
+        AzureWebJobsStorage=azurite.connection_string, CHECKPOINT_STORAGE=azurite.connection_string
+    )
+    (tmp_path / "mine.json").write_text(json.dumps(settings))
+    with serving(tmp_path, "--no-azurite", settings=tmp_path / "mine.json") as server:
+        assert "Azurite (in memory)" not in server.output()
+        assert not any(".bin/azurite-" in line for line in session_processes(server.process.pid))
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(f"{server.base}/runs", json={"messages": "hello"}) as response,
+        ):
+            assert response.status == 200
+            checkpoint_id = (await response.json())["checkpoint_id"]
+    # The checkpoint is in the Azurite the settings named.
+    blobs = BlobServiceClient.from_connection_string(azurite.connection_string).get_container_client("checkpoints")
+    assert any(checkpoint_id in blob.name for blob in blobs.list_blobs())
