@@ -174,7 +174,7 @@ class Settings:
             thread_lock_wait_seconds=float(_positive_int(env, "THREAD_LOCK_WAIT_SECONDS", 30)),
             sse_keepalive_seconds=_positive_float(env, "SSE_KEEPALIVE_SECONDS", 15.0),
             checkpoint_mac_keys=_checkpoint_mac_keys(env),
-            webhook_scheme=_choice(env, "WEBHOOK_SCHEME", SCHEMES),
+            webhook_scheme=_webhook_scheme(env),
             idempotency_headers=_idempotency_headers(env),
             runs_queue=_runs_queue(env),
             queue=_queue_target(env),
@@ -265,6 +265,15 @@ def _checkpoint_mac_keys(env: Mapping[str, str]) -> tuple[MacKey, ...]:
 
 def _webhook_secrets(env: Mapping[str, str]) -> tuple[str, ...]:
     return _secrets(env, "WEBHOOK_SECRET")
+
+
+def _webhook_scheme(env: Mapping[str, str]) -> str:
+    """``standard`` without a secret means "signatures off"; naming GitHub or Slack says the
+    deliveries are signed, so without a secret to check them nothing may run unsigned."""
+    scheme = _choice(env, "WEBHOOK_SCHEME", SCHEMES)
+    if scheme != "standard" and not _webhook_secrets(env):
+        raise SettingsError(f"WEBHOOK_SCHEME={scheme} needs WEBHOOK_SECRET (the sender's signing secret).")
+    return scheme
 
 
 def _secrets(env: Mapping[str, str], name: str) -> tuple[str, ...]:

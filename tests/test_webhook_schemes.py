@@ -154,3 +154,17 @@ async def test_bad_scheme_or_header_list_is_a_server_misconfiguration(
             patch.setenv(name, value)
             response = await host.request("POST", "/api/runs", json_body={"messages": "x"})
             assert (response.status, (await response.json())["error"]["code"]) == (500, "server_misconfigured")
+
+
+@pytest.mark.parametrize("scheme", ["github", "slack"])
+async def test_github_or_slack_without_a_secret_is_a_server_misconfiguration(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch, ops: OperationCounter, scheme: str
+) -> None:
+    # Naming a sender's scheme says its deliveries are signed: with no secret to check
+    # them, an unsigned turn must not run (standard, the default, with no secret is "off").
+    monkeypatch.setenv("WEBHOOK_SCHEME", scheme)
+    monkeypatch.delenv("WEBHOOK_SECRET", raising=False)
+    ops.reset()
+    response = await host.request("POST", "/api/threads/issue-1/runs", json_body={"messages": "unsigned"})
+    assert (response.status, (await response.json())["error"]["code"]) == (500, "server_misconfigured")
+    assert ops.total == 0
