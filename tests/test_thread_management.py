@@ -15,6 +15,8 @@ from azure.core.exceptions import ResourceNotFoundError
 from devtools.function_host import FunctionHost
 from devtools.op_counter import OperationCounter
 from functions_adapter import wiring
+from functions_adapter.authorizers import thread_prefix
+from resumable.ids import validate_id
 from tests import recording_workflow
 
 
@@ -150,17 +152,84 @@ async def test_the_ready_authorizer_with_a_gateway_header(host: FunctionHost, mo
     monkeypatch.setenv("THREAD_AUTHORIZER", "functions_adapter.authorizers:thread_prefix_of_principal")
     monkeypatch.setenv("THREAD_PRINCIPAL_HEADER", "x-caller")
     mine = await host.request(
-        "POST", "/api/threads/alice-1/runs", json_body={"messages": "hi"}, headers={"x-caller": "alice"}
+        "POST", "/api/threads/alice.1/runs", json_body={"messages": "hi"}, headers={"x-caller": "alice"}
     )
     assert mine.status == 200
     theirs = await host.request(
-        "POST", "/api/threads/bob-1/runs", json_body={"messages": "hi"}, headers={"x-caller": "alice"}
+        "POST", "/api/threads/bob.1/runs", json_body={"messages": "hi"}, headers={"x-caller": "alice"}
     )
     assert (theirs.status, (await theirs.json())["error"]["code"]) == (403, "forbidden")
-    assert await _thread_checkpoints("bob-1") == [] and "threads/bob-1.json" not in await _blobs("threads/")
-    for route in ("/api/threads/bob-1", "/api/threads/bob-1/history"):
+    assert await _thread_checkpoints("bob.1") == [] and "threads/bob.1.json" not in await _blobs("threads/")
+    for route in ("/api/threads/bob.1", "/api/threads/bob.1/history"):
         assert (await host.request("GET", route, headers={"x-caller": "alice"})).status == 403
-    assert (await host.request("DELETE", "/api/threads/alice-1", headers={"x-caller": "bob"})).status == 403
+    assert (await host.request("DELETE", "/api/threads/alice.1", headers={"x-caller": "bob"})).status == 403
+
+
+@pytest.mark.parametrize(
+    ("principal", "thread", "allowed"),
+    [
+        ("team", "team.lead-1", True),
+        ("team", "team-lead-1", False),  # "team-lead" is another principal
+        ("team-lead", "team-lead.1", True),
+        ("team", "team-lead.1", False),
+        ("a.b", "a_2eb.1", True),
+        ("a-b", "a_2eb.1", False),  # '.' and '-' once both became '-'
+        ("a-b", "a-b.1", True),
+        ("jos\u00e9", "jos_c3_a9.1", True),
+        ("jos\u00e8", "jos_c3_a9.1", False),  # two accents once both became '-'
+        ("@bob", "0__40bob.1", True),  # a leading non-alphanumeric still gives a usable prefix
+        ("0", "0__40bob.1", False),
+    ],
+)
+async def test_the_ready_authorizer_s_prefix_is_one_principal_s_only(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch, principal: str, thread: str, allowed: bool
+) -> None:
+    monkeypatch.setenv("THREAD_AUTHORIZER", "functions_adapter.authorizers:thread_prefix_of_principal")
+    monkeypatch.setenv("THREAD_PRINCIPAL_HEADER", "x-caller")
+    response = await host.request(
+        "POST", f"/api/threads/{thread}/runs", json_body={"messages": "hi"}, headers={"x-caller": principal}
+    )
+    assert response.status == (200 if allowed else 403), await response.body()
+
+
+def test_principal_prefixes_are_injective_prefix_free_and_valid_thread_ids() -> None:
+    principals = [
+        "team",
+        "team-lead",
+        "team-",
+        "a.b",
+        "a-b",
+        "a_b",
+        "a_2eb",
+        "jos\u00e9",
+        "jos\u00e8",
+        "jose\u0301",
+        "@bob",
+        "-bob",
+        "_bob",
+        "0",
+        "00",
+        "0_",
+        "0__40bob",
+        "Alice",
+        "alice",
+        "a b",
+        "a/b",
+        "\u00e9",
+        "\U0001f600",
+        "0f3c1e2a-5b6d-4e7f-8a9b-0c1d2e3f4a5b",
+        "user@example.com",
+        "a..b",
+        ".",
+        "-",
+        "_",
+    ]
+    prefixes = {p: thread_prefix(p) for p in principals}
+    assert len(set(prefixes.values())) == len(principals)  # injective
+    for p, mine in prefixes.items():
+        validate_id(mine + "x", kind="thread_id")  # usable as the start of a thread ID
+        for q, theirs in prefixes.items():
+            assert p == q or not theirs.startswith(mine), (p, q)  # no principal owns another's threads
 
 
 async def test_easy_auth_principals_are_trusted_only_when_easy_auth_is_on(
@@ -168,10 +237,10 @@ async def test_easy_auth_principals_are_trusted_only_when_easy_auth_is_on(
 ) -> None:
     monkeypatch.setenv("THREAD_AUTHORIZER", "functions_adapter.authorizers:thread_prefix_of_principal")
     headers = {"X-MS-CLIENT-PRINCIPAL": _principal("0f3c")}
-    refused = await host.request("POST", "/api/threads/0f3c-chat/runs", json_body={"messages": "hi"}, headers=headers)
+    refused = await host.request("POST", "/api/threads/0f3c.chat/runs", json_body={"messages": "hi"}, headers=headers)
     assert refused.status == 403  # anyone can send that header when Easy Auth is off
     monkeypatch.setenv("WEBSITE_AUTH_ENABLED", "True")
-    allowed = await host.request("POST", "/api/threads/0f3c-chat/runs", json_body={"messages": "hi"}, headers=headers)
+    allowed = await host.request("POST", "/api/threads/0f3c.chat/runs", json_body={"messages": "hi"}, headers=headers)
     assert allowed.status == 200
 
 
