@@ -90,6 +90,43 @@ async def test_a_cursor_from_another_thread_is_refused(host: FunctionHost) -> No
     assert (await host.request("GET", "/api/threads/nobody/history")).status == 404
 
 
+def _forged_cursor(data: object) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+
+async def test_a_forged_cursor_naming_another_thread_s_checkpoint_is_400(host: FunctionHost) -> None:
+    secret = [(await _turn(host, "alice.1", f"secret {n}"))[1]["checkpoint_id"] for n in range(2)]
+    await _turn(host, "mallory.1", "hello")
+    # The cursor format is readable; a caller can write one that names any checkpoint.
+    forged = _forged_cursor({"t": "mallory.1", "c": secret[1]})
+    response = await host.request("GET", "/api/threads/mallory.1/history", query=f"before={forged}")
+    assert (response.status, (await response.json())["error"]["code"]) == (400, "invalid_request")
+    # A cursor this thread's own history returned still works.
+    await _turn(host, "mallory.1", "again")
+    cursor = (await (await host.request("GET", "/api/threads/mallory.1/history", query="limit=1")).json())["next"]
+    page = await (await host.request("GET", "/api/threads/mallory.1/history", query=f"before={cursor}")).json()
+    assert len(page["checkpoints"]) == 1 and page["next"] is None
+
+
+async def test_hostile_history_queries_are_400_not_500(host: FunctionHost) -> None:
+    await _turn(host, "deep", "hello")
+    queries = {
+        # 1,100 deep is the issue's example; 3.13's parser only gives up far deeper.
+        "nested 1100": "before=" + _nested_cursor(1100),
+        "nested 200000": "before=" + _nested_cursor(200_000),
+        "limit of 4301 digits": "limit=" + "9" * 4301,
+        "long cursor": "before=" + "A" * 100_000,
+        "zero-padded limit": "limit=0000000000000000000000005",
+    }
+    for label, query in queries.items():
+        response = await host.request("GET", "/api/threads/deep/history", query=query)
+        assert (response.status, (await response.json())["error"]["code"]) == (400, "invalid_request"), label
+
+
+def _nested_cursor(depth: int) -> str:
+    return base64.urlsafe_b64encode(b'{"t":' * depth + b"1" + b"}" * depth).decode().rstrip("=")
+
+
 # -- fork -----------------------------------------------------------------------------------
 
 
