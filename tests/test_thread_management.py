@@ -177,6 +177,36 @@ async def test_metadata_with_etags_and_a_stale_write_is_412(host: FunctionHost) 
         assert (await host.request("PUT", "/api/threads/tagged/metadata", json_body=bad)).status == 400
 
 
+@pytest.mark.parametrize(
+    ("if_match", "status"),
+    [
+        ('"a", "b"', 400),  # a list of ETags is not supported
+        ('"a","b"', 400),
+        ("*, *", 400),
+        ("abc", 400),  # not an ETag: unquoted
+        ('"a b"', 400),  # a space is not an ETag character
+        ('"\u00e9"', 400),  # nor is anything outside ASCII (obs-text)
+        ('W/"a"', 412),  # weak: If-Match compares strongly, so it never matches
+        ('"0x8D0000000000000"', 412),  # well formed and stale
+        ('W/"a", "b"', 400),
+    ],
+)
+async def test_if_match_is_one_etag_or_star_checked_before_storage(
+    host: FunctionHost, ops: OperationCounter, if_match: str, status: int
+) -> None:
+    first = await host.request("PUT", "/api/threads/tagged/metadata", json_body={"ticket": "42"})
+    assert first.status == 200
+    ops.reset()
+    response = await host.request(
+        "PUT", "/api/threads/tagged/metadata", json_body={"ticket": "43"}, headers={"If-Match": if_match}
+    )
+    code = {400: "invalid_request", 412: "precondition_failed"}[status]
+    assert (response.status, (await response.json())["error"]["code"]) == (status, code)
+    # Refused in the adapter: storage never saw the header (a stale well-formed one is storage's call).
+    assert ops.total == (1 if if_match.startswith('"0x') else 0)
+    assert (await (await host.request("GET", "/api/threads/tagged")).json())["metadata"] == {"ticket": "42"}
+
+
 # -- authorization --------------------------------------------------------------------------
 
 
