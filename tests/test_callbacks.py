@@ -168,6 +168,23 @@ async def test_unsafe_callback_urls_are_refused_at_submission(
         assert [b.name async for b in container.list_blobs(name_starts_with="runs/")] == []
 
 
+@pytest.mark.parametrize("default", [None, "http://127.0.0.1:9/done"])
+async def test_an_empty_callback_url_is_400_not_ignored_or_replaced(
+    callback_env: FunctionHost, monkeypatch: pytest.MonkeyPatch, default: str | None
+) -> None:
+    if default:
+        monkeypatch.setenv("CALLBACK_URL", default)  # an empty one must not quietly become this
+    for background in ({"background": True}, {}):
+        response = await callback_env.request(
+            "POST", "/api/runs", json_body={"messages": "x", "callback_url": "", **background}, headers=ASYNC
+        )
+        assert (response.status, (await response.json())["error"]["code"]) == (400, "invalid_request")
+        assert "callback_url" in (await response.json())["error"]["message"]
+    container = wiring.container_for(wiring.load_settings())
+    with contextlib.suppress(ResourceNotFoundError):
+        assert [b.name async for b in container.list_blobs(name_starts_with="runs/")] == []
+
+
 async def test_local_http_is_for_loopback_only_even_when_allowed() -> None:
     allowed = CallbackPolicy(allow_local_http=True)
     assert (await check("http://127.0.0.1:9/x", allowed)).addresses == ("127.0.0.1",)
