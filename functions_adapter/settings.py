@@ -232,8 +232,15 @@ def _storage_target(env: Mapping[str, str]) -> StorageTarget:
 _HEADER_NAME = re.compile(r"[A-Za-z0-9-]+")
 
 
+# GitHub signs the body only, so a captured delivery verifies forever; its (unsigned)
+# X-GitHub-Delivery comes first by default, so a replay as sent replays, not runs again.
+_GITHUB_IDEMPOTENCY_HEADERS = "X-GitHub-Delivery,Idempotency-Key,webhook-id"
+
+
 def _idempotency_headers(env: Mapping[str, str]) -> tuple[str, ...]:
-    raw = env.get("IDEMPOTENCY_HEADERS", "").strip() or "Idempotency-Key,webhook-id"
+    github = env.get("WEBHOOK_SCHEME", "").strip().lower() == "github"
+    default = _GITHUB_IDEMPOTENCY_HEADERS if github else "Idempotency-Key,webhook-id"
+    raw = env.get("IDEMPOTENCY_HEADERS", "").strip() or default
     names = tuple(name.strip().lower() for name in raw.split(",") if name.strip())
     bad = [name for name in names if not _HEADER_NAME.fullmatch(name)]
     if bad or not names:
