@@ -6,7 +6,11 @@ background thread turn, answer at once, and get the answer back through a comple
 callback:
 
 * ``POST /api/adapters/github``: an ``issue_comment`` (action ``created``) becomes a turn
-  on the thread ``github-<owner>-<repo>-<issue number>``, keyed by ``X-GitHub-Delivery``.
+  on the thread ``github-<owner>-<repo>-<issue number>``, keyed by ``X-GitHub-Delivery``
+  (refused without one). GitHub signs the body only: no timestamp, and not that header.
+  A captured delivery therefore verifies forever; sent again as it was, within the
+  dedupe window, it replays the first 202, but with a new delivery ID it is a new turn.
+  The signature (over the body) and the dedupe window are the whole protection.
 * ``POST /api/adapters/slack/events``: a ``message`` or ``app_mention`` event becomes a
   turn on ``slack-<team>-<channel>-<thread ts>``, keyed by its ``event_id`` (Slack's
   retries carry the same one, with ``X-Slack-Retry-Num``).
@@ -33,7 +37,8 @@ from azurefunctions.extensions.http.fastapi import Request, Response
 from starlette.requests import Request as StarletteRequest
 
 from functions_adapter import routes, signatures
-from resumable.errors import InvalidSignature
+from functions_adapter.responses import error_response
+from resumable.errors import InvalidRequest, InvalidSignature
 
 bp = func.Blueprint()
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
@@ -106,7 +111,10 @@ async def github_adapter(req: Request) -> Response:
     turn = github_turn(json.loads(body)) if req.headers.get("x-github-event") == "issue_comment" else None
     if turn is None:
         return Response(status_code=204)  # not a new comment: nothing to do
-    return await _start_turn(*turn, key=req.headers.get("x-github-delivery", ""))
+    delivery = req.headers.get("x-github-delivery", "").strip()
+    if not delivery:  # the only thing a replay is recognised by
+        return error_response(InvalidRequest("A GitHub delivery must carry X-GitHub-Delivery."))
+    return await _start_turn(*turn, key=delivery)
 
 
 @bp.route(route="adapters/slack/events", methods=["POST"])

@@ -11,8 +11,17 @@ The caller's principal comes from, in order:
    the Entra ID object ID) of ``X-MS-CLIENT-PRINCIPAL``, which the platform validated. With
    Easy Auth off that header is never trusted (``authorization.trusted_headers`` drops it).
 
-The thread ID must start with ``<principal>-`` (the principal with anything but letters,
-digits, ``_`` and ``-`` replaced by ``-``). No principal: refused.
+The thread ID must start with ``thread_prefix(principal)``: the principal with ASCII
+letters, digits and ``-`` kept, every other UTF-8 byte written ``_xx`` (two lowercase hex
+digits), then ``.``; one whose first character is not a letter or digit gets ``0_`` in
+front (thread IDs start with a letter or digit). ``alice`` owns ``alice.*``, ``a.b`` owns
+``a_2eb.*``, ``josé`` owns ``jos_c3_a9.*``, ``@bob`` owns ``0__40bob.*``. No principal:
+refused.
+
+Why this shape: two principals never share a prefix, and no prefix starts another. The
+encoded part holds no ``.``, so each prefix ends at its first ``.``; ``_`` is always
+followed by two hex digits, so ``0_`` followed by ``_`` or ``-`` is never an encoded
+principal's start.
 """
 
 from __future__ import annotations
@@ -21,11 +30,10 @@ import base64
 import binascii
 import json
 import os
-import re
 from collections.abc import Mapping
 
 OBJECT_ID_CLAIM = "http://schemas.microsoft.com/identity/claims/objectidentifier"
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+_KEPT = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
 
 
 def principal_of(headers: Mapping[str, str]) -> str | None:
@@ -50,4 +58,15 @@ def thread_prefix_of_principal(
     principal = principal_of(headers)
     if not principal:
         return False
-    return thread_id.startswith(_UNSAFE.sub("-", principal) + "-")
+    return thread_id.startswith(thread_prefix(principal))
+
+
+def thread_prefix(principal: str) -> str:
+    """The start of every thread ID ``principal`` owns, and of no other principal's."""
+    encoded = "".join(
+        ch if ch in _KEPT else "".join(f"_{byte:02x}" for byte in ch.encode("utf-8", "surrogatepass"))
+        for ch in principal
+    )
+    if not encoded[:1].isalnum():
+        encoded = "0_" + encoded
+    return encoded + "."

@@ -31,6 +31,9 @@ from resumable.runs import RunRequest
 from resumable.thread_order import ThreadOrder
 
 from . import callback_url, callbacks, thread_api
+from .headers import last_event_id as _last_event_id
+from .headers import preferences
+from .headers import wait_seconds as _wait_seconds
 from .queue_triggers import callbacks_for, run_queue
 from .responses import JSON_MEDIA_TYPE, json_response, render_json
 from .settings import Settings
@@ -39,20 +42,8 @@ from .turns import Turn
 from .wiring import build_service, container_for, idempotency_store, load_settings
 
 logger = logging.getLogger(__name__)
-MAX_WAIT_SECONDS = 60
 POLL_SECONDS = 0.5
 _STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-
-
-def preferences(prefer: str | None) -> dict[str, str]:
-    """RFC 7240 ``Prefer`` tokens (``respond-async``, ``wait=10``), names lower-cased."""
-    found: dict[str, str] = {}
-    for part in (prefer or "").split(","):
-        token = part.split(";", 1)[0].strip()
-        if token:
-            name, _, value = token.partition("=")
-            found[name.strip().lower()] = value.strip().strip('"')
-    return found
 
 
 def _links(run_id: str) -> dict[str, str]:
@@ -145,11 +136,6 @@ def _control(settings: Settings) -> RunControl:
     return RunControl(RunRecords(container_for(settings)), on_finished=callbacks_for(settings).schedule)
 
 
-def _wait_seconds(prefer: str | None) -> float:
-    raw = preferences(prefer).get("wait", "")
-    return float(min(int(raw), MAX_WAIT_SECONDS)) if raw.isascii() and raw.isdigit() else 0.0
-
-
 async def get_status(request: Request, run_id: str) -> Response:
     """The run's status; ``Prefer: wait=N`` holds the answer until it finishes or N s pass."""
     settings = load_settings()
@@ -173,13 +159,6 @@ async def cancel(request: Request, run_id: str) -> Response:
     settings = load_settings()
     found = await _authorized(request, settings, "runs/{run_id}/cancel", run_id)
     return json_response(await status_json(settings, await _control(settings).cancel(found)))
-
-
-def _last_event_id(value: str | None) -> tuple[int, int]:
-    attempt, _, seq = (value or "").strip().partition(".")
-    if attempt.isascii() and attempt.isdigit() and seq.isascii() and seq.isdigit():
-        return int(attempt), int(seq)
-    return 0, 0
 
 
 async def join(request: Request, run_id: str) -> Response:

@@ -8,9 +8,15 @@ submission and again at delivery:
 * anything but ``https`` (``http`` only to loopback, and only with
   ``CALLBACK_ALLOW_LOCAL_HTTP``, for local development), credentials in the URL, and
   hosts outside ``CALLBACK_ALLOWED_HOSTS`` when that allowlist is set;
-* every host whose resolved addresses are not all global: loopback, private,
-  link-local (169.254.169.254 included), unique-local (fc00::/7), multicast, reserved,
-  shared (100.64.0.0/10), unspecified, and IPv4-mapped or NAT64 forms of those.
+* every host that resolves to any address outside public unicast: each block of IANA's
+  IPv4 and IPv6 special-purpose registries (private, shared 100.64.0.0/10, loopback,
+  link-local with 169.254.169.254, documentation, benchmarking, the IETF protocol and
+  anycast blocks, Teredo, ...), multicast, 240.0.0.0/4, Azure's wireserver 168.63.129.16,
+  and in IPv6 everything outside 2000::/3, the only global unicast space (so site-local
+  fec0::/10, unique-local, link-local). ``ipaddress.is_global`` misses several of these,
+  so the tables below decide. Forms that embed an IPv4 address (IPv4-mapped, NAT64
+  64:ff9b::/96, 6to4 2002::/16) are judged by that address; local-use NAT64
+  (64:ff9b:1::/48, whose layout varies) and IPv4-compatible ``::/96`` are refused.
   Names are resolved by the system, so decimal (``2130706433``), hex
   (``0x7f000001``) and short (``127.1``) spellings are judged by what they resolve to.
 
@@ -30,7 +36,50 @@ from urllib.parse import urlsplit
 from resumable.errors import InvalidRequest
 
 MAX_URL_LENGTH = 2048
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+# IANA IPv4 Special-Purpose Address Registry (every entry, globally reachable or not),
+# multicast, reserved space, and Azure's platform addresses.
+_REFUSED_V4 = tuple(
+    ipaddress.IPv4Network(block)
+    for block in (
+        "0.0.0.0/8",  # "this network"
+        "10.0.0.0/8",  # private
+        "100.64.0.0/10",  # shared address space (carrier-grade NAT)
+        "127.0.0.0/8",  # loopback
+        "169.254.0.0/16",  # link-local
+        "169.254.169.254/32",  # the instance metadata service (IMDS), named on its own
+        "168.63.129.16/32",  # Azure's wireserver: platform DNS, health probes, VM agent
+        "172.16.0.0/12",  # private
+        "192.0.0.0/24",  # IETF protocol assignments: DS-Lite, PCP and TURN anycast, NAT64 discovery
+        "192.0.2.0/24",  # documentation (TEST-NET-1)
+        "192.31.196.0/24",  # AS112
+        "192.52.193.0/24",  # AMT
+        "192.88.99.0/24",  # 6to4 relay anycast (deprecated)
+        "192.168.0.0/16",  # private
+        "192.175.48.0/24",  # AS112 direct delegation
+        "198.18.0.0/15",  # benchmarking
+        "198.51.100.0/24",  # documentation (TEST-NET-2)
+        "203.0.113.0/24",  # documentation (TEST-NET-3)
+        "224.0.0.0/4",  # multicast
+        "240.0.0.0/4",  # reserved, and 255.255.255.255 (limited broadcast)
+    )
+)
+# IPv6: only 2000::/3 is global unicast (IANA's IPv6 address space registry); outside it
+# are loopback, unspecified, IPv4-compatible ::/96, discard 100::/64, local-use NAT64,
+# SRv6 5f00::/16, unique-local fc00::/7, link-local fe80::/10, site-local fec0::/10 and
+# multicast ff00::/8. Inside it, these special-purpose blocks are refused too.
+_GLOBAL_UNICAST_V6 = ipaddress.IPv6Network("2000::/3")
+_REFUSED_V6 = tuple(
+    ipaddress.IPv6Network(block)
+    for block in (
+        "2001::/23",  # IETF protocol assignments: Teredo, benchmarking, anycast, AMT, AS112, ORCHID, DRIP
+        "2001:db8::/32",  # documentation
+        "2620:4f:8000::/48",  # AS112 direct delegation
+        "3fff::/20",  # documentation
+    )
+)
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # the well-known prefix: the IPv4 is the last 32 bits
 
 
 class CallbackRefused(InvalidRequest):
@@ -63,6 +112,7 @@ def _host_allowed(host: str, allowed: tuple[str, ...]) -> bool:
 
 
 def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address a mapped, NAT64 (well-known prefix) or 6to4 address leads to."""
     if address.ipv4_mapped is not None:
         return address.ipv4_mapped
     if address in _NAT64:
@@ -71,13 +121,18 @@ def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | No
 
 
 def is_public(address: str) -> bool:
-    """Whether ``address`` is a global unicast address (and so is any IPv4 it embeds)."""
+    """Whether ``address`` is public unicast: in no special-purpose, reserved or platform
+    block, and (for forms that embed one) leading to a public IPv4 address."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
     if isinstance(ip, ipaddress.IPv6Address):
         embedded = _embedded_ipv4(ip)
-        if embedded is not None and not is_public(str(embedded)):
+        if embedded is not None:
+            return is_public(str(embedded))
+        if ip not in _GLOBAL_UNICAST_V6 or any(ip in block for block in _REFUSED_V6):
             return False
-    return ip.is_global and not (ip.is_multicast or ip.is_reserved or ip.is_link_local or ip.is_loopback)
+    elif any(ip in block for block in _REFUSED_V4):
+        return False
+    return ip.is_global  # belt and braces: never allow what the standard library calls local
 
 
 def parse(url: object, policy: CallbackPolicy) -> tuple[str, str, int]:

@@ -62,8 +62,9 @@ def parse_run_request(
     stream = _flag(data, "stream")
     background = _flag(data, "background")
     callback_url = data.get("callback_url")
-    if callback_url is not None and not isinstance(callback_url, str):
-        raise InvalidRequest("'callback_url' must be a string.")
+    # Empty is refused, not read as "none": it would silently mean no callback, or CALLBACK_URL.
+    if callback_url is not None and (not isinstance(callback_url, str) or not callback_url.strip()):
+        raise InvalidRequest("'callback_url' must be a non-empty URL string (leave it out for no callback).")
     multitask = data.get("multitask", "reject")
     if multitask not in _MULTITASK:
         raise InvalidRequest(f"'multitask' must be one of {', '.join(_MULTITASK)}.")

@@ -119,8 +119,8 @@ def _dedupe_key(request: Request, settings: Settings) -> DedupeKey | None:
     window, with a fresh Idempotency-Key; keyed by its signed message ID, it replays the
     first response instead (the Standard Webhooks advice). Otherwise the first header of
     ``IDEMPOTENCY_HEADERS`` that the request carries (``Idempotency-Key``, then
-    ``webhook-id`` by default; ``X-GitHub-Delivery`` for GitHub), each a namespace of its
-    own, so one header's value never matches another's.
+    ``webhook-id`` by default; ``X-GitHub-Delivery`` first with the GitHub scheme), each a
+    namespace of its own, so one header's value never matches another's.
     """
     if settings.webhook_secrets and settings.webhook_scheme == "standard":
         ttl = max(settings.idempotency_ttl_seconds, 2 * settings.webhook_tolerance_seconds)

@@ -1,7 +1,7 @@
-"""Every app setting the code reads, in one place.
+"""Every app setting the code reads, parsed and checked in one place.
 
-``tests/test_infra.py::test_settings_parity_code_local_and_bicep`` checks these lists against
-``local.settings.sample.json`` and the Bicep app settings, so the three cannot drift.
+Their names are listed in ``setting_names.py`` (re-exported here), which the parity test
+checks against ``local.settings.sample.json`` and the Bicep app settings.
 """
 
 from __future__ import annotations
@@ -17,75 +17,16 @@ from resumable.errors import ConfigurationError
 from resumable.run_queue import QueueTarget, validate_queue_name
 from resumable.storage_client import StorageTarget
 
+from .setting_names import (  # noqa: F401 - re-exported: callers and the parity test read the lists here
+    CODE_SETTINGS,
+    MODEL_SETTINGS,
+    PLATFORM_SETTINGS,
+    QUEUE_SETTINGS,
+    STORAGE_PREFIXES,
+    TELEMETRY_SETTINGS,
+    TUNING_SETTINGS,
+)
 from .signatures import SCHEMES, secret_bytes
-
-# The two places checkpoint storage can be configured, in order of precedence. Each
-# is either a connection string (PREFIX) or a service URI for managed identity
-# (PREFIX__blobServiceUri, optionally PREFIX__clientId); the URI form wins.
-STORAGE_PREFIXES = ("CHECKPOINT_STORAGE", "AzureWebJobsStorage")
-STORAGE_SETTINGS = tuple(
-    name for prefix in STORAGE_PREFIXES for name in (prefix, f"{prefix}__blobServiceUri", f"{prefix}__clientId")
-)
-# The run queue lives in the Functions host's storage (the queue trigger's connection,
-# ``AzureWebJobsStorage``): a connection string locally, the queue service URI plus the
-# managed identity (``AzureWebJobsStorage__clientId``) in Azure.
-QUEUE_SETTINGS = ("AzureWebJobsStorage__queueServiceUri",)
-TUNING_SETTINGS = (
-    "CHECKPOINT_CONTAINER",
-    "CHECKPOINT_ALLOWED_TYPES",
-    "CHECKPOINT_MAC_KEYS",
-    "MAX_REQUEST_BYTES",
-    "MAX_CHECKPOINT_BYTES",
-    "MAX_MESSAGES",
-    "MAX_MESSAGE_CHARS",
-    "MAX_RESPONSES",
-    "STORAGE_TIMEOUT_SECONDS",
-    "IDEMPOTENCY_TTL_SECONDS",
-    "WEBHOOK_SECRET",
-    "WEBHOOK_TOLERANCE_SECONDS",
-    "WEBHOOK_SCHEME",
-    "IDEMPOTENCY_HEADERS",
-    "THREAD_LOCK_WAIT_SECONDS",
-    "SSE_KEEPALIVE_SECONDS",
-    "RUNS_QUEUE",
-    "THREAD_AUTHORIZER",
-    "THREAD_PRINCIPAL_HEADER",
-    "THREAD_PRINCIPAL_CLAIM",
-    "THREAD_DELETE_SECONDS",
-    "THREAD_EXPIRED",
-    "CALLBACK_SECRET",
-    "CALLBACK_URL",
-    "CALLBACK_ALLOWED_HOSTS",
-    "CALLBACK_ALLOW_LOCAL_HTTP",
-    "CALLBACK_MAX_ATTEMPTS",
-    "CALLBACK_MAX_SECONDS",
-    "CALLBACK_RETRY_SCHEDULE",
-    "WORKFLOW",
-)
-# The model behind WORKFLOW=chat-agents: Azure OpenAI (or Foundry) with Entra ID, or an
-# OpenAI-compatible endpoint with a key.
-MODEL_SETTINGS = (
-    "AZURE_OPENAI_ENDPOINT",
-    "AZURE_OPENAI_DEPLOYMENT",
-    "AZURE_OPENAI_API_VERSION",
-    "OPENAI_BASE_URL",
-    "OPENAI_API_KEY",
-    "OPENAI_MODEL",
-)
-# Application Insights; nothing is exported (or imported) without the connection string.
-TELEMETRY_SETTINGS = ("APPLICATIONINSIGHTS_CONNECTION_STRING", "APPLICATIONINSIGHTS_AUTHENTICATION_STRING")
-# Every setting this package reads.
-CODE_SETTINGS = STORAGE_SETTINGS + QUEUE_SETTINGS + TUNING_SETTINGS + MODEL_SETTINGS + TELEMETRY_SETTINGS
-
-# Settings the platform reads, not this package; allowed in local.settings and Bicep.
-PLATFORM_SETTINGS = (
-    "FUNCTIONS_WORKER_RUNTIME",  # local only: Flex Consumption sets the runtime in the site config
-    "PYTHON_ENABLE_INIT_INDEXING",  # HTTP streaming on the 3.11/3.12 worker; the 3.13+ worker ignores it
-    "AzureWebJobsStorage__credential",  # host storage via managed identity
-    "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY",  # lets the worker join the host's OpenTelemetry traces
-    "AZURE_CLIENT_ID",  # DefaultAzureCredential's choice of user-assigned identity (model calls)
-    "ENABLE_SENSITIVE_DATA",  # Agent Framework's switch for message content in its spans (we never log it)
-)
 
 DEFAULT_MAX_REQUEST_BYTES = 1024 * 1024
 # Callback retries: about 5 s, 30 s, 2 min, 10 min, 30 min, 1 h, then every 2 h (the
@@ -174,7 +115,7 @@ class Settings:
             thread_lock_wait_seconds=float(_positive_int(env, "THREAD_LOCK_WAIT_SECONDS", 30)),
             sse_keepalive_seconds=_positive_float(env, "SSE_KEEPALIVE_SECONDS", 15.0),
             checkpoint_mac_keys=_checkpoint_mac_keys(env),
-            webhook_scheme=_choice(env, "WEBHOOK_SCHEME", SCHEMES),
+            webhook_scheme=_webhook_scheme(env),
             idempotency_headers=_idempotency_headers(env),
             runs_queue=_runs_queue(env),
             queue=_queue_target(env),
@@ -232,8 +173,14 @@ def _storage_target(env: Mapping[str, str]) -> StorageTarget:
 _HEADER_NAME = re.compile(r"[A-Za-z0-9-]+")
 
 
+# GitHub signs no timestamp: a captured delivery verifies forever, so its ID dedupes first.
+_GITHUB_IDEMPOTENCY_HEADERS = "X-GitHub-Delivery,Idempotency-Key,webhook-id"
+
+
 def _idempotency_headers(env: Mapping[str, str]) -> tuple[str, ...]:
-    raw = env.get("IDEMPOTENCY_HEADERS", "").strip() or "Idempotency-Key,webhook-id"
+    github = env.get("WEBHOOK_SCHEME", "").strip().lower() == "github"
+    default = _GITHUB_IDEMPOTENCY_HEADERS if github else "Idempotency-Key,webhook-id"
+    raw = env.get("IDEMPOTENCY_HEADERS", "").strip() or default
     names = tuple(name.strip().lower() for name in raw.split(",") if name.strip())
     bad = [name for name in names if not _HEADER_NAME.fullmatch(name)]
     if bad or not names:
@@ -265,6 +212,15 @@ def _checkpoint_mac_keys(env: Mapping[str, str]) -> tuple[MacKey, ...]:
 
 def _webhook_secrets(env: Mapping[str, str]) -> tuple[str, ...]:
     return _secrets(env, "WEBHOOK_SECRET")
+
+
+def _webhook_scheme(env: Mapping[str, str]) -> str:
+    """``standard`` without a secret means "signatures off"; naming GitHub or Slack says the
+    deliveries are signed, so without a secret to check them nothing may run unsigned."""
+    scheme = _choice(env, "WEBHOOK_SCHEME", SCHEMES)
+    if scheme != "standard" and not _webhook_secrets(env):
+        raise SettingsError(f"WEBHOOK_SCHEME={scheme} needs WEBHOOK_SECRET (the sender's signing secret).")
+    return scheme
 
 
 def _secrets(env: Mapping[str, str], name: str) -> tuple[str, ...]:

@@ -4,8 +4,9 @@
   HMAC-SHA256 and sends ``webhook-signature: v1,<base64>`` (several, space-separated,
   during key rotation).
 * ``github``: ``X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the raw body>``. GitHub
-  signs no timestamp, so a captured delivery stays valid: dedupe it by
-  ``X-GitHub-Delivery`` (``IDEMPOTENCY_HEADERS``).
+  signs no timestamp and not ``X-GitHub-Delivery``, so a captured delivery stays valid:
+  with this scheme ``X-GitHub-Delivery`` is the first idempotency header by default, which
+  catches a copy sent as it was, though not one given a new delivery ID.
 * ``slack``: ``X-Slack-Signature: v0=<hex HMAC-SHA256 of "v0:{timestamp}:{raw body}">``
   with ``X-Slack-Request-Timestamp`` inside the tolerance (5 minutes by default).
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+import re
 
 from fastapi import Request, Response
 
 from resumable import strict_json
-from resumable.errors import InvalidRequest, ThreadNotFound
+from resumable.errors import InvalidRequest, PreconditionFailed, ThreadNotFound
 from resumable.ids import is_ascii_digits, validate_id
 from resumable.thread_admin import MAX_PAGE, ThreadMetadata, delete_thread, history
 from resumable.threads import live_head
@@ -19,6 +20,9 @@ from .wiring import build_service, container_for, load_settings
 
 logger = logging.getLogger(__name__)
 DEFAULT_PAGE = 20
+# RFC 9110 entity-tag: an optional W/ and a quoted run of visible ASCII (no '"'); RFC 9110
+# also admits obs-text, which no ETag of this app (Azure Storage's) ever holds.
+_ETAG = re.compile(r'(W/)?"[\x21\x23-\x7e]*"')
 
 
 async def gate(request: Request, settings: Settings, route: str, thread_id: str) -> None:
@@ -56,7 +60,8 @@ async def get_thread(request: Request, thread_id: str) -> Response:
 def _limit(raw: str | None) -> int:
     if raw is None:
         return DEFAULT_PAGE
-    if not is_ascii_digits(raw) or not 1 <= int(raw) <= MAX_PAGE:
+    # Length first: int() of thousands of digits is slow, and over 4300 it raises.
+    if not is_ascii_digits(raw) or len(raw) > len(str(MAX_PAGE)) or not 1 <= int(raw) <= MAX_PAGE:
         raise InvalidRequest(f"'limit' must be a whole number from 1 to {MAX_PAGE}.")
     return int(raw)
 
@@ -81,9 +86,24 @@ async def put_metadata(request: Request, thread_id: str, body: bytes) -> Respons
     except strict_json.StrictJsonError as exc:
         raise InvalidRequest(f"The body must be one JSON object: {exc}") from None
     written = await ThreadMetadata(container_for(settings)).put(
-        thread_id, values, if_match=request.headers.get("if-match")
+        thread_id, values, if_match=_if_match(request.headers.get("if-match"))
     )
     return json_response({"thread_id": thread_id, "metadata": written.values}, headers={"ETag": str(written.etag)})
+
+
+def _if_match(raw: str | None) -> str | None:
+    """One strong ETag or ``*``, checked here so storage never sees anything else. A weak
+    ETag is well formed but never matches (If-Match compares strongly): 412."""
+    if raw is None:
+        return None
+    value = raw.strip()
+    if value == "*":
+        return value
+    if _ETAG.fullmatch(value) is None:
+        raise InvalidRequest("'If-Match' must be one ETag, as the metadata's 'ETag' header gave it, or '*'.")
+    if value.startswith("W/"):
+        raise PreconditionFailed("A weak ETag never matches 'If-Match'; send the metadata's 'ETag' as given.")
+    return value
 
 
 async def delete(request: Request, thread_id: str) -> Response:

@@ -49,25 +49,40 @@ MAX_PAGE = 100
 # -- history --------------------------------------------------------------------------------
 
 
+# A cursor is base64url JSON of two IDs (at most 128 characters each): a few hundred characters.
+MAX_CURSOR_LENGTH = 1024
+
+
 def _cursor(thread_id: str, checkpoint_id: str) -> str:
     raw = json.dumps({"t": thread_id, "c": checkpoint_id}, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def _uncursor(thread_id: str, cursor: str) -> str:
+    """The checkpoint a cursor names. Its format is readable, so this proves nothing about
+    ownership: ``history`` checks the checkpoint's own ``thread_id`` before walking."""
+    refused = InvalidRequest("'before' is not a cursor this thread's history returned.")
+    if len(cursor) > MAX_CURSOR_LENGTH:
+        raise refused  # bounded before decoding: no deep nesting, no long work
     try:
         data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
         if data["t"] != thread_id:
             raise ValueError("another thread's cursor")
         return validate_id(data["c"])
-    except (ValueError, KeyError, TypeError, binascii.Error, InvalidRequest):
-        raise InvalidRequest("'before' is not a cursor this thread's history returned.") from None
+    except (ValueError, KeyError, TypeError, RecursionError, binascii.Error, InvalidRequest):
+        raise refused from None
 
 
 async def history(
     pointers: ThreadPointers, store: BlobCheckpointStorage, thread_id: str, *, limit: int, before: str | None
 ) -> tuple[list[CheckpointInfo], str | None]:
-    """One page of the lineage, newest first, and the cursor of the next page (None: the end)."""
+    """One page of the lineage, newest first, and the cursor of the next page (None: the end).
+
+    Every entry must carry this thread's ``thread_id`` (thread turns tag their checkpoints).
+    A cursor naming another thread's checkpoint is 400, so a forged cursor cannot read
+    another lineage; the check is the metadata read the page makes anyway, and holds with
+    or without ``CHECKPOINT_MAC_KEYS``.
+    """
     if before is None:
         head = await pointers.read(thread_id)
         if head.checkpoint_id is None:
@@ -81,6 +96,10 @@ async def history(
             info = await store.get_info(cursor)
         except CheckpointNotFound:
             break  # pruned history (retention): the lineage ends here
+        if info.thread_id != thread_id:
+            if before is not None and not page:
+                raise InvalidRequest("'before' is not a cursor this thread's history returned.")
+            return page, None  # a lineage never leaves its thread; stop rather than read on
         page.append(info)
         cursor = info.previous_checkpoint_id
     return page, None if cursor is None else _cursor(thread_id, cursor)

@@ -18,7 +18,7 @@ from devtools.function_host import FunctionHost
 from devtools.queue_runner import QueueRunner
 from devtools.webhook_receiver import WebhookReceiver
 from functions_adapter import wiring
-from functions_adapter.callback_url import CallbackPolicy, CallbackRefused, PinnedResolver, check, parse
+from functions_adapter.callback_url import CallbackPolicy, CallbackRefused, PinnedResolver, check, is_public, parse
 from resumable import callback_deliveries
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -151,6 +151,12 @@ async def test_redirects_are_not_followed(callback_env: FunctionHost, receiver: 
         "https://224.0.0.1/hook",  # multicast
         "https://100.64.0.1/hook",  # shared address space
         "https://0.0.0.0/hook",
+        "https://[fec0::1]/hook",  # site-local IPv6 (deprecated, not global)
+        "https://168.63.129.16/hook",  # Azure's wireserver
+        "https://198.18.0.1/hook",  # benchmarking
+        "https://[64:ff9b::a00:7]/hook",  # NAT64 of 10.0.0.7
+        "https://[2002:a00:7::1]/hook",  # 6to4 of 10.0.0.7
+        "https://[2001::1]/hook",  # Teredo
         "https://user:secret@example.com/hook",  # credentials in the URL
         "ftp://example.com/hook",
         "not a url",
@@ -167,6 +173,136 @@ async def test_unsafe_callback_urls_are_refused_at_submission(
     container = wiring.container_for(wiring.load_settings())
     with contextlib.suppress(ResourceNotFoundError):  # no container at all: nothing was written
         assert [b.name async for b in container.list_blobs(name_starts_with="runs/")] == []
+
+
+@pytest.mark.parametrize("default", [None, "http://127.0.0.1:9/done"])
+async def test_an_empty_callback_url_is_400_not_ignored_or_replaced(
+    callback_env: FunctionHost, monkeypatch: pytest.MonkeyPatch, default: str | None
+) -> None:
+    if default:
+        monkeypatch.setenv("CALLBACK_URL", default)  # an empty one must not quietly become this
+    for background in ({"background": True}, {}):
+        response = await callback_env.request(
+            "POST", "/api/runs", json_body={"messages": "x", "callback_url": "", **background}, headers=ASYNC
+        )
+        assert (response.status, (await response.json())["error"]["code"]) == (400, "invalid_request")
+        assert "callback_url" in (await response.json())["error"]["message"]
+    container = wiring.container_for(wiring.load_settings())
+    with contextlib.suppress(ResourceNotFoundError):
+        assert [b.name async for b in container.list_blobs(name_starts_with="runs/")] == []
+
+
+# Every IANA special-purpose block (IPv4 and IPv6 registries), reserved space, multicast and
+# Azure's platform addresses: refused. Embedded-IPv4 forms are judged by the IPv4 they carry.
+REFUSED_ADDRESSES = [
+    "0.0.0.0",
+    "0.1.2.3",  # "this network"
+    "10.0.0.1",
+    "172.16.0.1",
+    "172.31.255.255",
+    "192.168.0.1",  # private
+    "100.64.0.1",
+    "100.127.255.254",  # shared (carrier-grade NAT)
+    "127.0.0.1",
+    "127.255.255.254",  # loopback
+    "169.254.0.1",
+    "169.254.169.254",  # link-local, the instance metadata service
+    "168.63.129.16",  # Azure's wireserver (platform DNS, health probes)
+    "192.0.0.1",
+    "192.0.0.9",
+    "192.0.0.10",
+    "192.0.0.170",  # IETF protocol assignments (incl. anycast)
+    "192.0.2.1",
+    "198.51.100.1",
+    "203.0.113.1",  # documentation
+    "192.31.196.1",
+    "192.175.48.1",  # AS112
+    "192.52.193.1",  # AMT
+    "192.88.99.1",  # 6to4 relay anycast
+    "198.18.0.1",
+    "198.19.255.255",  # benchmarking
+    "224.0.0.1",
+    "239.255.255.250",  # multicast
+    "240.0.0.1",
+    "255.255.255.255",  # reserved, limited broadcast
+    "::",
+    "::1",  # unspecified, loopback
+    "::a00:1",
+    "::808:808",  # IPv4-compatible (deprecated): refused whatever it embeds
+    "::ffff:10.0.0.1",
+    "::ffff:127.0.0.1",
+    "::ffff:169.254.169.254",
+    "::ffff:168.63.129.16",  # IPv4-mapped
+    "64:ff9b::a00:1",
+    "64:ff9b::7f00:1",
+    "64:ff9b::a9fe:a9fe",  # NAT64 of private, loopback, IMDS
+    "64:ff9b:1::808:808",  # local-use NAT64: local by definition
+    "100::1",
+    "100:0:0:1::1",  # discard-only, dummy prefix
+    "2001::1",
+    "2001:0:4136:e378:8000:63bf:3fff:fdd2",  # Teredo
+    "2001:1::1",
+    "2001:1::2",
+    "2001:1::3",  # PCP, TURN, DNS-SD anycast
+    "2001:2::1",  # benchmarking
+    "2001:3::1",
+    "2001:4:112::1",
+    "2001:10::1",
+    "2001:20::1",
+    "2001:30::1",  # AMT, AS112, ORCHID, DRIP
+    "2001:db8::1",
+    "3fff::1",  # documentation
+    "2002:a00:1::1",
+    "2002:7f00:1::1",
+    "2002:a9fe:a9fe::1",
+    "2002::1",  # 6to4 of private, loopback, IMDS, 0/8
+    "2620:4f:8000::1",  # AS112 direct delegation
+    "5f00::1",  # SRv6 SIDs
+    "fc00::1",
+    "fd12:3456::1",  # unique-local
+    "fe80::1",
+    "fe80::1%2",  # link-local (scoped too)
+    "fec0::1",
+    "feff::1",  # site-local (deprecated)
+    "ff02::1",
+    "ff0e::1",  # multicast
+    "4000::1",
+    "8000::1",
+    "e000::1",  # outside 2000::/3, the only global unicast space
+]
+ALLOWED_ADDRESSES = [
+    "8.8.8.8",
+    "1.1.1.1",
+    "20.42.0.1",
+    "52.0.0.1",
+    "168.63.129.17",
+    "169.253.255.255",
+    "169.255.0.1",  # neighbours of refused addresses
+    "100.63.255.255",
+    "100.128.0.1",
+    "172.32.0.1",
+    "192.0.1.1",
+    "198.17.255.255",
+    "198.20.0.1",
+    "223.255.255.254",
+    "2001:4860:4860::8888",
+    "2606:4700:4700::1111",
+    "2a00:1450:4001::1",
+    "2001:200::1",
+    "::ffff:8.8.8.8",  # IPv4-mapped: the IPv4 decides
+    "64:ff9b::808:808",  # NAT64 of 8.8.8.8
+    "2002:808:808::1",  # 6to4 of 8.8.8.8
+]
+
+
+@pytest.mark.parametrize("address", REFUSED_ADDRESSES)
+def test_special_purpose_addresses_are_not_public(address: str) -> None:
+    assert not is_public(address)
+
+
+@pytest.mark.parametrize("address", ALLOWED_ADDRESSES)
+def test_global_unicast_addresses_are_public(address: str) -> None:
+    assert is_public(address)
 
 
 async def test_local_http_is_for_loopback_only_even_when_allowed() -> None:

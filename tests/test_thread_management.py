@@ -15,6 +15,8 @@ from azure.core.exceptions import ResourceNotFoundError
 from devtools.function_host import FunctionHost
 from devtools.op_counter import OperationCounter
 from functions_adapter import wiring
+from functions_adapter.authorizers import thread_prefix
+from resumable.ids import validate_id
 from tests import recording_workflow
 
 
@@ -88,6 +90,43 @@ async def test_a_cursor_from_another_thread_is_refused(host: FunctionHost) -> No
     assert (await host.request("GET", "/api/threads/nobody/history")).status == 404
 
 
+def _forged_cursor(data: object) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+
+async def test_a_forged_cursor_naming_another_thread_s_checkpoint_is_400(host: FunctionHost) -> None:
+    secret = [(await _turn(host, "alice.1", f"secret {n}"))[1]["checkpoint_id"] for n in range(2)]
+    await _turn(host, "mallory.1", "hello")
+    # The cursor format is readable; a caller can write one that names any checkpoint.
+    forged = _forged_cursor({"t": "mallory.1", "c": secret[1]})
+    response = await host.request("GET", "/api/threads/mallory.1/history", query=f"before={forged}")
+    assert (response.status, (await response.json())["error"]["code"]) == (400, "invalid_request")
+    # A cursor this thread's own history returned still works.
+    await _turn(host, "mallory.1", "again")
+    cursor = (await (await host.request("GET", "/api/threads/mallory.1/history", query="limit=1")).json())["next"]
+    page = await (await host.request("GET", "/api/threads/mallory.1/history", query=f"before={cursor}")).json()
+    assert len(page["checkpoints"]) == 1 and page["next"] is None
+
+
+async def test_hostile_history_queries_are_400_not_500(host: FunctionHost) -> None:
+    await _turn(host, "deep", "hello")
+    queries = {
+        # 1,100 deep is the issue's example; 3.13's parser only gives up far deeper.
+        "nested 1100": "before=" + _nested_cursor(1100),
+        "nested 200000": "before=" + _nested_cursor(200_000),
+        "limit of 4301 digits": "limit=" + "9" * 4301,
+        "long cursor": "before=" + "A" * 100_000,
+        "zero-padded limit": "limit=0000000000000000000000005",
+    }
+    for label, query in queries.items():
+        response = await host.request("GET", "/api/threads/deep/history", query=query)
+        assert (response.status, (await response.json())["error"]["code"]) == (400, "invalid_request"), label
+
+
+def _nested_cursor(depth: int) -> str:
+    return base64.urlsafe_b64encode(b'{"t":' * depth + b"1" + b"}" * depth).decode().rstrip("=")
+
+
 # -- fork -----------------------------------------------------------------------------------
 
 
@@ -138,6 +177,36 @@ async def test_metadata_with_etags_and_a_stale_write_is_412(host: FunctionHost) 
         assert (await host.request("PUT", "/api/threads/tagged/metadata", json_body=bad)).status == 400
 
 
+@pytest.mark.parametrize(
+    ("if_match", "status"),
+    [
+        ('"a", "b"', 400),  # a list of ETags is not supported
+        ('"a","b"', 400),
+        ("*, *", 400),
+        ("abc", 400),  # not an ETag: unquoted
+        ('"a b"', 400),  # a space is not an ETag character
+        ('"\u00e9"', 400),  # nor is anything outside ASCII (obs-text)
+        ('W/"a"', 412),  # weak: If-Match compares strongly, so it never matches
+        ('"0x8D0000000000000"', 412),  # well formed and stale
+        ('W/"a", "b"', 400),
+    ],
+)
+async def test_if_match_is_one_etag_or_star_checked_before_storage(
+    host: FunctionHost, ops: OperationCounter, if_match: str, status: int
+) -> None:
+    first = await host.request("PUT", "/api/threads/tagged/metadata", json_body={"ticket": "42"})
+    assert first.status == 200
+    ops.reset()
+    response = await host.request(
+        "PUT", "/api/threads/tagged/metadata", json_body={"ticket": "43"}, headers={"If-Match": if_match}
+    )
+    code = {400: "invalid_request", 412: "precondition_failed"}[status]
+    assert (response.status, (await response.json())["error"]["code"]) == (status, code)
+    # Refused in the adapter: storage never saw the header (a stale well-formed one is storage's call).
+    assert ops.total == (1 if if_match.startswith('"0x') else 0)
+    assert (await (await host.request("GET", "/api/threads/tagged")).json())["metadata"] == {"ticket": "42"}
+
+
 # -- authorization --------------------------------------------------------------------------
 
 
@@ -150,17 +219,84 @@ async def test_the_ready_authorizer_with_a_gateway_header(host: FunctionHost, mo
     monkeypatch.setenv("THREAD_AUTHORIZER", "functions_adapter.authorizers:thread_prefix_of_principal")
     monkeypatch.setenv("THREAD_PRINCIPAL_HEADER", "x-caller")
     mine = await host.request(
-        "POST", "/api/threads/alice-1/runs", json_body={"messages": "hi"}, headers={"x-caller": "alice"}
+        "POST", "/api/threads/alice.1/runs", json_body={"messages": "hi"}, headers={"x-caller": "alice"}
     )
     assert mine.status == 200
     theirs = await host.request(
-        "POST", "/api/threads/bob-1/runs", json_body={"messages": "hi"}, headers={"x-caller": "alice"}
+        "POST", "/api/threads/bob.1/runs", json_body={"messages": "hi"}, headers={"x-caller": "alice"}
     )
     assert (theirs.status, (await theirs.json())["error"]["code"]) == (403, "forbidden")
-    assert await _thread_checkpoints("bob-1") == [] and "threads/bob-1.json" not in await _blobs("threads/")
-    for route in ("/api/threads/bob-1", "/api/threads/bob-1/history"):
+    assert await _thread_checkpoints("bob.1") == [] and "threads/bob.1.json" not in await _blobs("threads/")
+    for route in ("/api/threads/bob.1", "/api/threads/bob.1/history"):
         assert (await host.request("GET", route, headers={"x-caller": "alice"})).status == 403
-    assert (await host.request("DELETE", "/api/threads/alice-1", headers={"x-caller": "bob"})).status == 403
+    assert (await host.request("DELETE", "/api/threads/alice.1", headers={"x-caller": "bob"})).status == 403
+
+
+@pytest.mark.parametrize(
+    ("principal", "thread", "allowed"),
+    [
+        ("team", "team.lead-1", True),
+        ("team", "team-lead-1", False),  # "team-lead" is another principal
+        ("team-lead", "team-lead.1", True),
+        ("team", "team-lead.1", False),
+        ("a.b", "a_2eb.1", True),
+        ("a-b", "a_2eb.1", False),  # '.' and '-' once both became '-'
+        ("a-b", "a-b.1", True),
+        ("jos\u00e9", "jos_c3_a9.1", True),
+        ("jos\u00e8", "jos_c3_a9.1", False),  # two accents once both became '-'
+        ("@bob", "0__40bob.1", True),  # a leading non-alphanumeric still gives a usable prefix
+        ("0", "0__40bob.1", False),
+    ],
+)
+async def test_the_ready_authorizer_s_prefix_is_one_principal_s_only(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch, principal: str, thread: str, allowed: bool
+) -> None:
+    monkeypatch.setenv("THREAD_AUTHORIZER", "functions_adapter.authorizers:thread_prefix_of_principal")
+    monkeypatch.setenv("THREAD_PRINCIPAL_HEADER", "x-caller")
+    response = await host.request(
+        "POST", f"/api/threads/{thread}/runs", json_body={"messages": "hi"}, headers={"x-caller": principal}
+    )
+    assert response.status == (200 if allowed else 403), await response.body()
+
+
+def test_principal_prefixes_are_injective_prefix_free_and_valid_thread_ids() -> None:
+    principals = [
+        "team",
+        "team-lead",
+        "team-",
+        "a.b",
+        "a-b",
+        "a_b",
+        "a_2eb",
+        "jos\u00e9",
+        "jos\u00e8",
+        "jose\u0301",
+        "@bob",
+        "-bob",
+        "_bob",
+        "0",
+        "00",
+        "0_",
+        "0__40bob",
+        "Alice",
+        "alice",
+        "a b",
+        "a/b",
+        "\u00e9",
+        "\U0001f600",
+        "0f3c1e2a-5b6d-4e7f-8a9b-0c1d2e3f4a5b",
+        "user@example.com",
+        "a..b",
+        ".",
+        "-",
+        "_",
+    ]
+    prefixes = {p: thread_prefix(p) for p in principals}
+    assert len(set(prefixes.values())) == len(principals)  # injective
+    for p, mine in prefixes.items():
+        validate_id(mine + "x", kind="thread_id")  # usable as the start of a thread ID
+        for q, theirs in prefixes.items():
+            assert p == q or not theirs.startswith(mine), (p, q)  # no principal owns another's threads
 
 
 async def test_easy_auth_principals_are_trusted_only_when_easy_auth_is_on(
@@ -168,10 +304,10 @@ async def test_easy_auth_principals_are_trusted_only_when_easy_auth_is_on(
 ) -> None:
     monkeypatch.setenv("THREAD_AUTHORIZER", "functions_adapter.authorizers:thread_prefix_of_principal")
     headers = {"X-MS-CLIENT-PRINCIPAL": _principal("0f3c")}
-    refused = await host.request("POST", "/api/threads/0f3c-chat/runs", json_body={"messages": "hi"}, headers=headers)
+    refused = await host.request("POST", "/api/threads/0f3c.chat/runs", json_body={"messages": "hi"}, headers=headers)
     assert refused.status == 403  # anyone can send that header when Easy Auth is off
     monkeypatch.setenv("WEBSITE_AUTH_ENABLED", "True")
-    allowed = await host.request("POST", "/api/threads/0f3c-chat/runs", json_body={"messages": "hi"}, headers=headers)
+    allowed = await host.request("POST", "/api/threads/0f3c.chat/runs", json_body={"messages": "hi"}, headers=headers)
     assert allowed.status == 200
 
 

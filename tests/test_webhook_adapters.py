@@ -79,6 +79,23 @@ async def test_a_github_issue_comment_becomes_a_background_turn_with_a_callback(
         await receiver.stop()
 
 
+async def test_a_github_delivery_without_its_delivery_id_is_refused(adapters: FunctionHost) -> None:
+    # The delivery ID is what a replay is recognised by (GitHub signs no timestamp), so a
+    # signed delivery without one is refused rather than run unkeyed.
+    event = {
+        "action": "created",
+        "issue": {"number": 7},
+        "comment": {"body": "hello"},
+        "repository": {"full_name": "octo-org/hello"},
+    }
+    body = json.dumps(event).encode()
+    headers = {k: v for k, v in _github(body, "unused").items() if k != "X-GitHub-Delivery"}
+    response = await adapters.request("POST", "/api/adapters/github", body=body, headers=headers)
+    assert response.status == 400
+    assert "X-GitHub-Delivery" in (await response.json())["error"]["message"]
+    assert await QueueRunner(adapters).run_until_idle() == 0
+
+
 def _slack(body: bytes) -> dict[str, str]:
     stamp = str(int(time.time()))
     signature = "v0=" + hmac.new(SLACK_SECRET.encode(), f"v0:{stamp}:".encode() + body, hashlib.sha256).hexdigest()

@@ -117,6 +117,55 @@ async def test_a_github_retry_with_the_same_delivery_id_replays(
     assert ops.total == 0
 
 
+async def test_with_the_github_scheme_x_github_delivery_dedupes_by_default(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch, queue_env: str
+) -> None:
+    # GitHub signs no timestamp, so a captured delivery verifies forever: without dedupe on
+    # its delivery ID, every replay would run again. No IDEMPOTENCY_HEADERS is set here.
+    monkeypatch.setenv("WEBHOOK_SCHEME", "github")
+    monkeypatch.setenv("WEBHOOK_SECRET", GITHUB_APP_SECRET)
+    monkeypatch.delenv("IDEMPOTENCY_HEADERS", raising=False)
+    body = json.dumps({"messages": "Issue comment: please summarise"}).encode()
+    headers = {
+        "content-type": "application/json",
+        "X-GitHub-Delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958",
+        **_github_signed(body, GITHUB_APP_SECRET),
+    }
+    first = await host.request("POST", "/api/threads/issue-7/runs", body=body, headers=headers)
+    replayed = await host.request("POST", "/api/threads/issue-7/runs", body=body, headers=headers)
+    assert (first.status, replayed.status) == (200, 200)
+    assert await first.body() == await replayed.body()
+    assert (await (await host.request("GET", "/api/threads/issue-7")).json())["turns"] == 1
+    # An Idempotency-Key added to the replay does not make it a new request: the delivery ID comes first.
+    keyed = await host.request(
+        "POST", "/api/threads/issue-7/runs", body=body, headers={**headers, "Idempotency-Key": "k-1"}
+    )
+    assert await keyed.body() == await first.body()
+    # The same in the background: one run for the delivery, whatever the replay asks.
+    background = {**headers, "Prefer": "respond-async", "X-GitHub-Delivery": "a0b1c2d3"}
+    accepted = await host.request("POST", "/api/threads/issue-7/runs", body=body, headers=background)
+    again = await host.request("POST", "/api/threads/issue-7/runs", body=body, headers=background)
+    assert (accepted.status, again.status) == (202, 202)
+    assert (await accepted.json())["run_id"] == (await again.json())["run_id"]
+
+
+async def test_an_operator_s_idempotency_headers_win_over_the_github_default(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WEBHOOK_SCHEME", "github")
+    monkeypatch.setenv("WEBHOOK_SECRET", GITHUB_APP_SECRET)
+    monkeypatch.setenv("IDEMPOTENCY_HEADERS", "Idempotency-Key")
+    body = json.dumps({"messages": "hello"}).encode()
+    headers = {
+        "content-type": "application/json",
+        "X-GitHub-Delivery": "d-9",
+        **_github_signed(body, GITHUB_APP_SECRET),
+    }
+    for _ in range(2):
+        assert (await host.request("POST", "/api/threads/issue-8/runs", body=body, headers=headers)).status == 200
+    assert (await (await host.request("GET", "/api/threads/issue-8")).json())["turns"] == 2
+
+
 async def test_a_signed_slack_request_runs(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WEBHOOK_SCHEME", "slack")
     monkeypatch.setenv("WEBHOOK_SECRET", SLACK_SECRET)
@@ -154,3 +203,17 @@ async def test_bad_scheme_or_header_list_is_a_server_misconfiguration(
             patch.setenv(name, value)
             response = await host.request("POST", "/api/runs", json_body={"messages": "x"})
             assert (response.status, (await response.json())["error"]["code"]) == (500, "server_misconfigured")
+
+
+@pytest.mark.parametrize("scheme", ["github", "slack"])
+async def test_github_or_slack_without_a_secret_is_a_server_misconfiguration(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch, ops: OperationCounter, scheme: str
+) -> None:
+    # Naming a sender's scheme says its deliveries are signed: with no secret to check
+    # them, an unsigned turn must not run (standard, the default, with no secret is "off").
+    monkeypatch.setenv("WEBHOOK_SCHEME", scheme)
+    monkeypatch.delenv("WEBHOOK_SECRET", raising=False)
+    ops.reset()
+    response = await host.request("POST", "/api/threads/issue-1/runs", json_body={"messages": "unsigned"})
+    assert (response.status, (await response.json())["error"]["code"]) == (500, "server_misconfigured")
+    assert ops.total == 0
