@@ -217,3 +217,19 @@ async def test_github_or_slack_without_a_secret_is_a_server_misconfiguration(
     response = await host.request("POST", "/api/threads/issue-1/runs", json_body={"messages": "unsigned"})
     assert (response.status, (await response.json())["error"]["code"]) == (500, "server_misconfigured")
     assert ops.total == 0
+
+
+def test_the_shipped_settings_leave_the_github_default_in_force() -> None:
+    """The sample settings and Bicep leave IDEMPOTENCY_HEADERS empty, so turning on the
+    GitHub scheme there dedupes on X-GitHub-Delivery without a second change."""
+    import re
+    from pathlib import Path
+
+    from functions_adapter.settings import Settings
+
+    root = Path(__file__).resolve().parent.parent
+    values = json.loads((root / "local.settings.sample.json").read_text())["Values"]
+    env = {**values, "WEBHOOK_SCHEME": "github", "WEBHOOK_SECRET": "a-github-webhook-secret"}
+    assert Settings.from_env(env).idempotency_headers[0] == "x-github-delivery"
+    bicep = (root / "infra" / "app" / "function-app.bicep").read_text()
+    assert re.search(r"param idempotencyHeaders string = ''", bicep)

@@ -50,8 +50,8 @@ param webhookSecret string = ''
 ])
 @description('The signature scheme WEBHOOK_SECRET verifies.')
 param webhookScheme string = 'standard'
-@description('Headers whose value deduplicates a delivery, comma-separated, first present wins.')
-param idempotencyHeaders string = 'Idempotency-Key,webhook-id'
+@description('Headers whose value deduplicates a delivery, comma-separated, first present wins; empty: the app default for the scheme (X-GitHub-Delivery first for github).')
+param idempotencyHeaders string = ''
 @description('THREAD_AUTHORIZER (module:function); empty lets any caller with a function key use any thread.')
 param threadAuthorizer string = ''
 @description('Entra ID app (client) ID for App Service Authentication (Easy Auth) in front of the app; empty leaves it off.')
