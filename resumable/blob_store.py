@@ -6,18 +6,16 @@ name, timestamp, lineage, status), so listing by workflow reads blob listings, n
 blob bodies.
 
 Decoding a large checkpoint (and encoding one) is CPU work proportional to its size, so
-above ``OFF_LOOP_BYTES`` it runs on a worker thread: the event loop keeps serving other
-requests (and ``/api/health``) meanwhile. Below it, the hop would cost more than the work.
+above ``OFF_LOOP_BYTES`` it runs on a worker thread, and a worker runs a bounded number of
+transfers at once (``checkpoint_gate.py``): the event loop keeps serving other requests
+(and ``/api/health``) meanwhile. Below it, the hop would cost more than the work.
 With ``CHECKPOINT_MAC_KEYS`` set, each blob carries an HMAC in its metadata, checked
 before the body is parsed (``checkpoint_mac.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable
-from typing import Any, TypeVar
 from urllib.parse import quote, unquote
 
 from agent_framework import WorkflowCheckpoint
@@ -27,6 +25,7 @@ from azure.storage.blob.aio import ContainerClient
 
 from . import layout, tracing
 from .checkpoint_codec import CheckpointCodec
+from .checkpoint_gate import cpu, transfer_slot
 from .checkpoint_info import CheckpointInfo, checkpoint_status
 from .checkpoint_mac import CheckpointMac, MacMismatch
 from .errors import CheckpointConflict, CheckpointNotFound, CheckpointUnreadable
@@ -37,10 +36,6 @@ logger = logging.getLogger(__name__)
 
 BLOB_PREFIX = layout.CHECKPOINTS
 _CONTENT_TYPE = "application/json"
-# Above this many bytes, encode and decode run on a worker thread. The hop costs about
-# 0.1 ms; decoding 64 KiB costs several times that, and a 4 MiB checkpoint tens of ms.
-OFF_LOOP_BYTES = 64 * 1024
-_T = TypeVar("_T")
 
 
 class BlobCheckpointNotFound(CheckpointNotFound, WorkflowCheckpointException):
@@ -97,13 +92,6 @@ class BlobCheckpointStorage:
         # its successor's, so a large one is encoded off the event loop too.
         self._loaded_sizes: dict[str, int] = {}
 
-    @staticmethod
-    async def _cpu(size: int, work: Callable[..., _T], *args: Any) -> _T:
-        """Run ``work`` inline when small, on a worker thread when ``size`` is large."""
-        if size >= OFF_LOOP_BYTES:
-            return await asyncio.to_thread(work, *args)
-        return work(*args)
-
     # -- writes -------------------------------------------------------------------
 
     async def save(self, checkpoint: WorkflowCheckpoint, *, thread_id: str | None = None) -> str:
@@ -120,12 +108,13 @@ class BlobCheckpointStorage:
                 "thread.id": thread_id,
             },
         ) as span:
-            watch = tracing.Stopwatch()
             expected = self._loaded_sizes.get(checkpoint.previous_checkpoint_id or "", 0)
-            data, tag = await self._cpu(expected, self._encode_and_sign, checkpoint)
-            span.set_attribute("checkpoint.encode_ms", watch.ms)
-            span.set_attribute("checkpoint.size_bytes", len(data))
-            await self._upload_create_only(name, data, {**_metadata_for(checkpoint, thread_id), **tag})
+            async with transfer_slot():
+                watch = tracing.Stopwatch()
+                data, tag = await cpu(expected, self._encode_and_sign, checkpoint)
+                span.set_attribute("checkpoint.encode_ms", watch.ms)
+                span.set_attribute("checkpoint.size_bytes", len(data))
+                await self._upload_create_only(name, data, {**_metadata_for(checkpoint, thread_id), **tag})
         logger.info(
             "checkpoint saved",
             extra={
@@ -176,16 +165,17 @@ class BlobCheckpointStorage:
         """Download and decode one checkpoint: one GET, capped at the codec's size limit."""
         name = blob_name(checkpoint_id)
         with tracing.phase("checkpoint.load", {"checkpoint.id": checkpoint_id}) as span:
-            try:
-                data, props = await download_capped(self.container.get_blob_client(name), self.codec.max_bytes + 1)
-            except ResourceNotFoundError as exc:
-                raise BlobCheckpointNotFound(f"Checkpoint '{checkpoint_id}' was not found.") from exc
-            span.set_attribute("checkpoint.size_bytes", len(data))
-            self._loaded_sizes[checkpoint_id] = len(data)
-            watch = tracing.Stopwatch()
-            checkpoint = await self._cpu(
-                len(data), self._verify_and_decode, data, dict(props.metadata or {}), checkpoint_id
-            )
+            async with transfer_slot():
+                try:
+                    blob = self.container.get_blob_client(name)
+                    data, props = await download_capped(blob, self.codec.max_bytes + 1)
+                except ResourceNotFoundError as exc:
+                    raise BlobCheckpointNotFound(f"Checkpoint '{checkpoint_id}' was not found.") from exc
+                span.set_attribute("checkpoint.size_bytes", len(data))
+                self._loaded_sizes[checkpoint_id] = len(data)
+                watch = tracing.Stopwatch()
+                metadata = dict(props.metadata or {})
+                checkpoint = await cpu(len(data), self._verify_and_decode, data, metadata, checkpoint_id)
             span.set_attribute("checkpoint.decode_ms", watch.ms)
             return checkpoint
 

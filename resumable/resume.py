@@ -22,7 +22,8 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_framework import InMemoryCheckpointStorage, Message, Workflow, WorkflowCheckpoint, WorkflowEvent
+from agent_framework import Message, Workflow, WorkflowCheckpoint, WorkflowEvent
+from agent_framework.exceptions import WorkflowCheckpointException
 
 from . import af_internals
 from .checkpoint_info import checkpoint_status
@@ -90,6 +91,44 @@ def validate_checkpoint(workflow: Workflow, checkpoint: WorkflowCheckpoint, turn
     return turn
 
 
+class RunCheckpoints:
+    """The run's own checkpoint storage: one call's supersteps, in memory, never copied.
+
+    The framework's ``InMemoryCheckpointStorage`` deep-copies each checkpoint on save and
+    again on load, on the event loop: for a 1 MB conversation of messages that is tens of
+    ms per superstep. The checkpoints the framework saves are already its own copies
+    (``State.export_state`` deep-copies the state; message and request maps are fresh),
+    and nothing here changes them but ``final_checkpoint``'s re-parenting, so keeping
+    them as they are is safe. Only the framework and ``PreparedRun`` ever see them.
+    """
+
+    def __init__(self) -> None:
+        self._saved: dict[str, WorkflowCheckpoint] = {}
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        self._saved[checkpoint.checkpoint_id] = checkpoint
+        return checkpoint.checkpoint_id
+
+    async def load(self, checkpoint_id: str) -> WorkflowCheckpoint:
+        try:
+            return self._saved[checkpoint_id]
+        except KeyError:
+            raise WorkflowCheckpointException(f"No checkpoint found with ID {checkpoint_id}") from None
+
+    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
+        return [c for c in self._saved.values() if c.workflow_name == workflow_name]
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        return self._saved.pop(checkpoint_id, None) is not None
+
+    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        mine = await self.list_checkpoints(workflow_name=workflow_name)
+        return mine[-1] if mine else None
+
+    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
+        return [c.checkpoint_id for c in await self.list_checkpoints(workflow_name=workflow_name)]
+
+
 @dataclass
 class PreparedRun:
     """A validated, hydrated workflow, ready to run exactly once."""
@@ -98,7 +137,7 @@ class PreparedRun:
     turn: TurnInput
     resumed_from: WorkflowCheckpoint | None
     stream: bool
-    _storage: InMemoryCheckpointStorage = field(default_factory=InMemoryCheckpointStorage)
+    _storage: RunCheckpoints = field(default_factory=RunCheckpoints)
     _completed: bool = False
 
     def _start(self) -> Any:

@@ -28,8 +28,10 @@ class StorageTarget:
 _clients: dict[tuple[int, StorageTarget, float], BlobServiceClient] = {}
 
 # Called with each outgoing request (the SDK's public ``raw_request_hook``); the tests
-# and the benchmark count storage operations with it.
+# and the benchmark count storage operations with it. ``response_hook`` sees each
+# response (``raw_response_hook``): with both, a test sees how many calls are in flight.
 request_hook: Callable[[Any], None] | None = None
+response_hook: Callable[[Any], None] | None = None
 
 
 def _build_client(target: StorageTarget, timeout: float) -> BlobServiceClient:
@@ -42,6 +44,8 @@ def _build_client(target: StorageTarget, timeout: float) -> BlobServiceClient:
     }
     if request_hook is not None:
         options["raw_request_hook"] = request_hook
+    if response_hook is not None:
+        options["raw_response_hook"] = response_hook
     if target.connection_string:
         return BlobServiceClient.from_connection_string(target.connection_string, **options)
     # Imported only on the identity path: azure-identity is not needed for Azurite.

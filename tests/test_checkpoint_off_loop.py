@@ -1,4 +1,5 @@
-"""Decoding a large checkpoint does not stall the event loop: /api/health answers meanwhile."""
+"""Large checkpoints do not stall the event loop: /api/health answers while one decodes,
+and a burst of resumes takes turns for the worker's transfer slots."""
 
 from __future__ import annotations
 
@@ -6,13 +7,17 @@ import asyncio
 import json
 import time
 import uuid
+from contextlib import AsyncExitStack
+from typing import Any
 
+import pytest
 from agent_framework import Message
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from devtools.function_host import FunctionHost
+from resumable import checkpoint_gate, storage_client
 from resumable.af_internals import encode_checkpoint_value
-from resumable.blob_store import OFF_LOOP_BYTES
+from resumable.checkpoint_gate import MAX_IN_FLIGHT, OFF_LOOP_BYTES
 from tests.tamper import attacker_container, first_turn
 
 
@@ -48,3 +53,45 @@ async def test_health_answers_while_a_large_checkpoint_decodes(
     during = [t for t in answered if started <= t <= ended]
     print(f"decode of {len(blob) / 1e6:.1f} MB took {decode_ns / 1e6:.0f} ms; /api/health answered {len(during)} times")
     assert during, "the event loop was blocked for the whole decode"
+
+
+async def test_a_worker_runs_a_bounded_number_of_checkpoint_transfers_at_once(
+    host: FunctionHost, storage_env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A burst of resumes queues for the worker's transfer slots instead of all loading at once."""
+    in_flight = peak = 0
+
+    def sent(request: Any) -> None:
+        nonlocal in_flight, peak
+        if "/checkpoints/" in request.http_request.url:
+            in_flight += 1
+            peak = max(peak, in_flight)
+
+    def received(response: Any) -> None:
+        nonlocal in_flight
+        if "/checkpoints/" in response.http_request.url:
+            in_flight -= 1
+
+    monkeypatch.setattr(storage_client, "request_hook", sent)
+    monkeypatch.setattr(storage_client, "response_hook", received)
+    genuine = await first_turn(host)
+    body = {"checkpoint_id": genuine["checkpoint_id"], "messages": "again"}
+    burst = 4 * MAX_IN_FLIGHT
+    responses = await asyncio.gather(*(host.request("POST", "/api/runs", json_body=body) for _ in range(burst)))
+    assert [r.status for r in responses] == [200] * burst
+    assert in_flight == 0
+    assert 1 < peak <= MAX_IN_FLIGHT, peak
+
+
+async def test_a_request_never_waits_for_a_slot_longer_than_the_bound(
+    host: FunctionHost, storage_env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Transfers stuck elsewhere (a hung storage call) hold every slot: a resume still runs."""
+    genuine = await first_turn(host)
+    monkeypatch.setattr(checkpoint_gate, "MAX_WAIT_SECONDS", 0.05)
+    async with AsyncExitStack() as held:
+        for _ in range(MAX_IN_FLIGHT):
+            await held.enter_async_context(checkpoint_gate.transfer_slot())
+        body = {"checkpoint_id": genuine["checkpoint_id"], "messages": "again"}
+        response = await asyncio.wait_for(host.request("POST", "/api/runs", json_body=body), 10)
+        assert response.status == 200, await response.body()

@@ -1,0 +1,164 @@
+"""Loop lag and peak memory under N concurrent resumes of one large checkpoint.
+
+Run in a fresh process per measurement (``measure`` spawns it), so the peak RSS is this
+measurement's own and not the benchmark's history:
+
+    python -m bench.loop_lag --bytes 1048576 --concurrency 50
+
+A ticker task sleeps 5 ms at a time and records how late each wake-up is: the worst gap
+is how long ``/api/health`` (or any other request on the worker) would have waited.
+Uses ``CHECKPOINT_STORAGE`` (the benchmark's Azurite) when set, else starts an Azurite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+TICK_S = 0.005
+
+
+class Ticker:
+    """Sleeps ``TICK_S`` in a loop; the worst lateness of a wake-up is the loop lag."""
+
+    def __init__(self) -> None:
+        self.worst_ms = 0.0
+        self.ticks = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        while True:
+            started = time.perf_counter()
+            await asyncio.sleep(TICK_S)
+            late = (time.perf_counter() - started - TICK_S) * 1000
+            self.worst_ms = max(self.worst_ms, late)
+            self.ticks += 1
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    async def stop(self) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def _child(state_bytes: int, concurrency: int, supersteps: int) -> dict[str, Any]:
+    import workflows
+    from bench import synthetic
+    from devtools.function_host import FunctionHost
+    from resumable import storage_client
+
+    workflows.REGISTRY["bench-chain"] = "bench.synthetic:SPEC"
+    synthetic.configure(supersteps, state_bytes)
+    import function_app
+
+    host = FunctionHost(function_app.app)
+
+    async def post(body: dict[str, Any]) -> dict[str, Any]:
+        response = await host.request("POST", "/api/runs", json_body=body)
+        data = await response.json()
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status}: {data}")
+        return data
+
+    try:
+        base = (await post({"messages": "start"}))["checkpoint_id"]
+        await post({"checkpoint_id": base, "messages": "warm"})
+        before = _rss_mib()
+
+        async def one() -> float:
+            started = time.perf_counter()
+            await post({"checkpoint_id": base, "messages": "concurrent"})
+            return (time.perf_counter() - started) * 1000
+
+        ticker = Ticker()
+        ticker.start()
+        await asyncio.sleep(TICK_S * 2)
+        started = time.perf_counter()
+        latencies = sorted(await asyncio.gather(*(one() for _ in range(concurrency))))
+        wall = time.perf_counter() - started
+        await ticker.stop()
+    finally:
+        await storage_client.close_all()
+    p50 = statistics.median(latencies)
+    p99 = latencies[min(len(latencies) - 1, max(0, round(0.99 * len(latencies)) - 1))]
+    return {
+        "bytes": state_bytes,
+        "concurrency": concurrency,
+        "p50_ms": p50,
+        "p99_ms": p99,
+        "throughput": concurrency / wall,
+        "worst_lag_ms": ticker.worst_ms,
+        "ticks": ticker.ticks,
+        "rss_before_mib": before,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def measure(state_bytes: int, concurrency: int, supersteps: int = 5) -> dict[str, Any]:
+    """One measurement in a fresh interpreter (the current environment's Azurite and settings)."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.loop_lag",
+            f"--bytes={state_bytes}",
+            f"--concurrency={concurrency}",
+            f"--supersteps={supersteps}",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "CHECKPOINT_CONTAINER": "bench-lag", "WORKFLOW": "bench-chain"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"loop-lag run failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bytes", type=int, default=1024 * 1024)
+    parser.add_argument("--concurrency", type=int, default=50)
+    parser.add_argument("--supersteps", type=int, default=5)
+    args = parser.parse_args()
+    os.environ.setdefault("WORKFLOW", "bench-chain")
+    os.environ.setdefault("MAX_CHECKPOINT_BYTES", str(64 * 1024 * 1024))
+    os.environ.setdefault("CHECKPOINT_CONTAINER", "bench-lag")
+    azurite = None
+    if "CHECKPOINT_STORAGE" not in os.environ:  # run on its own: start an emulator for this run
+        from devtools.azurite import start_azurite
+
+        azurite = start_azurite()
+        os.environ["CHECKPOINT_STORAGE"] = azurite.connection_string
+    try:
+        print(json.dumps(asyncio.run(_child(args.bytes, args.concurrency, args.supersteps))))
+    finally:
+        if azurite is not None:
+            azurite.stop()
+
+
+if __name__ == "__main__":
+    main()

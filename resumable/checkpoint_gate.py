@@ -1,0 +1,70 @@
+"""Checkpoint transfers on one worker: a bounded number in flight, big codec work off the loop.
+
+Every request on a worker shares one event loop, and everything that is ready runs
+before the loop gets back to anything else. 50 concurrent resumes each download, verify,
+decode, encode and upload a checkpoint, and a health probe waits for the sum of their
+steps: about 0.5 ms of the storage SDK's pipeline per call, plus the codec. Moving the
+codec to threads alone does not cure that: JSON and the pickle scan hold the GIL, so
+many codec threads mostly take turns with the loop, and each holds a checkpoint's bytes
+and its decoded copy at once (``bench/loop_lag.py`` measures both).
+
+So a worker lets ``MAX_IN_FLIGHT`` transfers (a download with its decode, or an encode
+with its upload) run at a time, and runs codec work above ``OFF_LOOP_BYTES`` on one
+dedicated thread. A request waiting for its turn holds no checkpoint bytes yet. The run
+itself (the workflow's executors) is not gated: a model-backed workflow waits on its
+model for seconds and must hold no one up. Nor is a transfer that waited
+``MAX_WAIT_SECONDS`` (a hung storage call elsewhere): the gate smooths bursts, it never
+stalls a request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import weakref
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+# Above this many bytes, encode and decode run on the codec thread. The hop costs about
+# 0.1 ms; decoding 64 KiB costs several times that, and a 4 MiB checkpoint tens of ms.
+OFF_LOOP_BYTES = 64 * 1024
+# Transfers in flight per worker. 50 concurrent 1 MB resumes on Azurite: worst loop lag
+# about 190 ms ungated, 30-45 ms at 4 to 8, with the same throughput (bench/results.md).
+MAX_IN_FLIGHT = 6
+MAX_WAIT_SECONDS = 1.0
+
+_T = TypeVar("_T")
+_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+_codec = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-codec")  # starts its thread on first use
+
+
+def _gate() -> asyncio.Semaphore:
+    """This loop's semaphore (one binds to one loop; tests run a loop per test)."""
+    loop = asyncio.get_running_loop()
+    gate = _gates.get(loop)
+    if gate is None:
+        gate = _gates[loop] = asyncio.Semaphore(MAX_IN_FLIGHT)
+    return gate
+
+
+@contextlib.asynccontextmanager
+async def transfer_slot() -> AsyncIterator[None]:
+    """Hold one of this worker's transfer slots, or go ahead after ``MAX_WAIT_SECONDS``."""
+    gate = _gate()
+    try:
+        await asyncio.wait_for(gate.acquire(), MAX_WAIT_SECONDS)
+    except TimeoutError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        gate.release()
+
+
+async def cpu(size: int, work: Callable[..., _T], *args: Any) -> _T:
+    """Run ``work`` inline when ``size`` is small, on the codec thread when it is large."""
+    if size < OFF_LOOP_BYTES:
+        return work(*args)
+    return await asyncio.get_running_loop().run_in_executor(_codec, work, *args)
