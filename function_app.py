@@ -9,8 +9,11 @@ import gc
 import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response
 
-from functions_adapter import maintenance, queue_triggers, telemetry
 from functions_adapter import routes as http_api
+from functions_adapter import telemetry
+
+# The queue triggers and the timer import their modules on first use, as the HTTP
+# routes do for background runs: a cold start pays only for the synchronous HTTP path.
 
 telemetry.configure()
 app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
@@ -43,12 +46,16 @@ async def cancel_run(req: Request) -> Response:
 @app.queue_trigger(arg_name="message", queue_name="%RUNS_QUEUE%", connection="AzureWebJobsStorage")
 async def run_in_background(message: func.QueueMessage) -> None:
     """Execute a queued run (the message holds its ID; the request is in its record)."""
+    from functions_adapter import queue_triggers  # noqa: PLC0415 - on first use
+
     await queue_triggers.handle_message(message)
 
 
 @app.queue_trigger(arg_name="message", queue_name="%RUNS_QUEUE%-poison", connection="AzureWebJobsStorage")
 async def fail_poisoned_run(message: func.QueueMessage) -> None:
     """A run whose message used up host.json's maxDequeueCount: mark it failed."""
+    from functions_adapter import queue_triggers  # noqa: PLC0415 - on first use
+
     await queue_triggers.handle_poisoned(message)
 
 
@@ -91,6 +98,8 @@ async def get_checkpoint(req: Request) -> Response:
 @app.timer_trigger(schedule="0 17 3 * * *", arg_name="timer", run_on_startup=False)
 async def sweep_orphan_checkpoints(timer: func.TimerRequest) -> None:
     """Daily at 03:17 UTC: delete thread checkpoints that no thread reaches (lost races)."""
+    from functions_adapter import maintenance  # noqa: PLC0415 - on first use
+
     await maintenance.sweep()
 
 

@@ -10,6 +10,7 @@ webhook signature → body shape → idempotency record → checkpoint → run.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import Request, Response
 
@@ -22,8 +23,9 @@ from resumable.ids import is_ascii_digits, validate_id
 from resumable.run_owner import RunOwner
 from resumable.runs import Runner, RunRequest
 
-from . import background_api, thread_api
 from . import signatures as webhook_signature
+from . import thread_api
+from .headers import preferences
 from .request_trace import traced
 from .responses import JSON_MEDIA_TYPE, event_stream, json_response, replay
 from .settings import Settings
@@ -92,9 +94,10 @@ async def _post_run(request: Request, *, thread_id: str | None) -> Response:
     run_request, runner = turn.request, turn.runner
 
     dedupe = _dedupe_key(request, settings)
-    if run_request.background or "respond-async" in background_api.preferences(request.headers.get("prefer")):
-        return await background_api.accept(request, body, turn, settings=settings, dedupe=dedupe)
-    background_api.refuse_synchronous_callback(run_request)
+    if run_request.background or "respond-async" in preferences(request.headers.get("prefer")):
+        return await _background().accept(request, body, turn, settings=settings, dedupe=dedupe)
+    if run_request.callback_url is not None:
+        _background().refuse_synchronous_callback(run_request)
     if dedupe is None:
         return await _execute(runner, run_request, None, settings.sse_keepalive_seconds)
     store = idempotency_store(settings, service, ttl_seconds=dedupe.ttl_seconds)
@@ -140,6 +143,14 @@ async def _execute(runner: Runner, request: RunRequest, claim: HeldClaim | None,
     return Response(await owner.result(), media_type=JSON_MEDIA_TYPE)
 
 
+def _background() -> Any:
+    """The background-run routes' module, imported on first use (cold start: the synchronous
+    path never loads the run records, the event log or the queue client)."""
+    from . import background_api  # noqa: PLC0415
+
+    return background_api
+
+
 # -- GET routes ---------------------------------------------------------------------------
 
 
@@ -182,17 +193,17 @@ async def handle_put_thread_metadata(request: Request, thread_id: str) -> Respon
 
 async def handle_get_run(request: Request, run_id: str) -> Response:
     """``GET /api/runs/{id}``: a background run's status (long-polls with ``Prefer: wait=N``)."""
-    return await traced(request, "runs/{run_id}", lambda: background_api.get_status(request, run_id))
+    return await traced(request, "runs/{run_id}", lambda: _background().get_status(request, run_id))
 
 
 async def handle_join_run(request: Request, run_id: str) -> Response:
     """``GET /api/runs/{id}/stream``: a background run's events, from the start or ``Last-Event-ID``."""
-    return await traced(request, "runs/{run_id}/stream", lambda: background_api.join(request, run_id))
+    return await traced(request, "runs/{run_id}/stream", lambda: _background().join(request, run_id))
 
 
 async def handle_cancel_run(request: Request, run_id: str) -> Response:
     """``POST /api/runs/{id}/cancel``: stop a queued or running background run."""
-    return await traced(request, "runs/{run_id}/cancel", lambda: background_api.cancel(request, run_id))
+    return await traced(request, "runs/{run_id}/cancel", lambda: _background().cancel(request, run_id))
 
 
 async def handle_health() -> Response:

@@ -18,23 +18,34 @@ can use it: a FastAPI app, a queue worker, a script.
   per run, whatever the queue redelivers; ``ThreadOrder`` keeps a thread's turns in order.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-from .background import BackgroundRuns
-from .blob_store import BlobCheckpointStorage
-from .checkpoint_codec import CheckpointCodec
-from .errors import ResumeError
-from .held_claim import HeldClaim
-from .idempotency import IdempotencyStore
-from .resume import PreparedRun, TurnInput, prepare_run
-from .run_owner import RunOwner
-from .run_queue import RunQueue
-from .run_records import RunRecords
-from .runs import RunRequest, RunService
-from .thread_order import ThreadOrder
-from .thread_runs import ThreadRunner
-from .threads import ThreadPointers
-
+# Name -> defining module, imported on first use (PEP 562): ``from resumable.ids import
+# validate_id`` must not pay for background runs, threads and the queue SDK at cold start.
+_EXPORTS = {
+    "BackgroundRuns": "background",
+    "BlobCheckpointStorage": "blob_store",
+    "CheckpointCodec": "checkpoint_codec",
+    "HeldClaim": "held_claim",
+    "IdempotencyStore": "idempotency",
+    "PreparedRun": "resume",
+    "ResumeError": "errors",
+    "RunOwner": "run_owner",
+    "RunQueue": "run_queue",
+    "RunRecords": "run_records",
+    "RunRequest": "runs",
+    "RunService": "runs",
+    "ThreadOrder": "thread_order",
+    "ThreadPointers": "threads",
+    "ThreadRunner": "thread_runs",
+    "TurnInput": "resume",
+    "prepare_run": "resume",
+}
 __all__ = [
     "BackgroundRuns",
     "BlobCheckpointStorage",
@@ -55,3 +66,32 @@ __all__ = [
     "__version__",
     "prepare_run",
 ]
+
+if TYPE_CHECKING:
+    from .background import BackgroundRuns
+    from .blob_store import BlobCheckpointStorage
+    from .checkpoint_codec import CheckpointCodec
+    from .errors import ResumeError
+    from .held_claim import HeldClaim
+    from .idempotency import IdempotencyStore
+    from .resume import PreparedRun, TurnInput, prepare_run
+    from .run_owner import RunOwner
+    from .run_queue import RunQueue
+    from .run_records import RunRecords
+    from .runs import RunRequest, RunService
+    from .thread_order import ThreadOrder
+    from .thread_runs import ThreadRunner
+    from .threads import ThreadPointers
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'resumable' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
