@@ -9,6 +9,7 @@ webhook signature → body shape → idempotency record → checkpoint → run.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,9 +102,12 @@ async def _post_run(request: Request, *, thread_id: str | None) -> Response:
     if dedupe is None:
         return await _execute(runner, run_request, None, settings.sse_keepalive_seconds)
     store = idempotency_store(settings, service, ttl_seconds=dedupe.ttl_seconds)
-    begun = await store.begin(dedupe.key, fingerprint(request.method, request.url.path, body), kind=dedupe.kind)
+    request_fingerprint = fingerprint(request.method, request.url.path, body)
+    begun = await store.begin(dedupe.key, request_fingerprint, kind=dedupe.kind, plan_checkpoint=thread_id is None)
     if isinstance(begun, StoredResponse):
         return replay(begun, stream=run_request.stream)
+    if begun.planned_checkpoint_id is not None:  # the claim names the checkpoint this call commits
+        run_request = dataclasses.replace(run_request, final_checkpoint_id=begun.planned_checkpoint_id)
     return await _execute(runner, run_request, HeldClaim(store, begun), settings.sse_keepalive_seconds)
 
 

@@ -69,4 +69,9 @@ def build_service(settings: Settings) -> RunService:
 
 def idempotency_store(settings: Settings, service: RunService, *, ttl_seconds: int) -> IdempotencyStore:
     """Records beside the checkpoints; a claim's commit is checked against this service."""
-    return IdempotencyStore(container_for(settings), ttl_seconds=ttl_seconds, committed=service.is_committed)
+    return IdempotencyStore(
+        container_for(settings),
+        ttl_seconds=ttl_seconds,
+        committed=service.is_committed,
+        metadata=service.checkpoint_metadata,
+    )

@@ -32,6 +32,7 @@ class HeldClaim:
         self._lock = asyncio.Lock()  # renewals and the commit write never interleave
         self._renewer: asyncio.Task[None] | None = None
         self._settled = False
+        self._saving_planned = False  # the commit is saving the claim's planned checkpoint
 
     def start_renewing(self) -> None:
         async def renew() -> None:
@@ -55,9 +56,18 @@ class HeldClaim:
                 await self._renewer
             self._renewer = None
 
-    async def before_commit(self, checkpoint_id: str, thread_id: str | None, body: bytes, *, stamp: str = "") -> None:
+    async def before_commit(
+        self, checkpoint_id: str, thread_id: str | None, body: bytes, *, stamp: str = ""
+    ) -> dict[str, object] | None:
+        """Record what is about to be committed: in the checkpoint itself (the metadata
+        returned, to save with it) when the claim planned it, else by a ``committing`` write."""
+        carried = self._claim.carries_response(checkpoint_id, thread_id, body)
+        if carried is not None:
+            self._saving_planned = True
+            return carried
         async with self._lock:
             await self._store.committing(self._claim, checkpoint_id, thread_id, body)
+        return None
 
     async def succeeded(self, body: bytes) -> None:
         await finish_even_if_cancelled(self._settle(body))
@@ -73,4 +83,4 @@ class HeldClaim:
         if body is not None:
             await self._store.complete(self._claim, 200, body)
         else:
-            await self._store.abandon(self._claim)
+            await self._store.abandon(self._claim, committing=self._saving_planned)

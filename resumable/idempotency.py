@@ -5,19 +5,20 @@ A record per key (``idempotency/<sha256(key)>.json``) moves through three states
 * ``in_progress``: created when a request claims the key, renewed every
   ``RENEW_SECONDS`` while it runs (a second request gets 409 ``request_in_progress``);
   one not renewed for ``CLAIM_SECONDS`` belongs to a dead worker and may be taken over.
-* ``committing``: written just before the run commits, with the checkpoint it is about
-  to commit and the exact response. Whoever finds it checks that commit: if it happened,
-  the stored response is the answer and nothing runs again (a lost last write cannot
-  make a committed turn run twice); if not, it is judged like ``in_progress``.
+* ``committing``: written just before a thread turn commits, with the checkpoint it is
+  about to commit and the exact response. Whoever finds it checks that commit: if it
+  happened, the stored response is the answer and nothing runs again (a lost last write
+  cannot make a committed turn run twice); if not, it is judged like ``in_progress``.
+  A call without a thread (``/api/runs``) commits by creating a checkpoint, so its claim
+  names that checkpoint from the start and the checkpoint carries the response: the same
+  check, one write fewer. Every holder of the key, a taker-over too, saves under that one
+  create-only ID, so no two of them can both commit.
 * ``completed``: the status and exact bytes every identical retry gets (another request
   with the key: 422).
 
-Errors release the claim (delete), so a rejected request leaves no record and the
-caller's retry is judged afresh. Records expire after the TTL. A background accept
-stores its 202 as ``completed`` at once (``accept_once``), naming its run.
-
-Every write goes through ``RecordStore.update``, so a write whose answer was lost
-counts as written (the claim is still this request's) and never as a conflict.
+Errors release the claim (delete), so a retry is judged afresh. Records expire after the
+TTL. A background accept stores its 202 as ``completed`` at once (``accept_once``). Every
+write goes through ``RecordStore.update``: a write whose answer was lost counts as written.
 """
 
 from __future__ import annotations
@@ -27,30 +28,26 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 from azure.storage.blob.aio import ContainerClient
 
 from . import layout
 from .blob_records import RecordUnreadable
-from .errors import (
-    ClaimLost,
-    IdempotencyKeyReused,
-    IdempotencyRecordUnreadable,
-    RequestInProgress,
-    ResumeError,
-    WebhookIdReused,
-)
+from .errors import ClaimLost, IdempotencyRecordUnreadable, RequestInProgress, ResumeError
 from .idempotency_record import (
     COMMITTING,
     COMPLETED,
     IDEMPOTENCY_KEY,
     IN_PROGRESS,
     WEBHOOK_ID,
+    Claim,
     KeyRecord,
     StoredResponse,
+    embedded,
     fingerprint,
     record_name,
+    reused_error,
+    stored_response,
     validate_key,
 )
 from .record_store import DELETE, RecordContended, RecordStore, Stored
@@ -61,46 +58,32 @@ PREFIX = layout.IDEMPOTENCY
 # is taken to belong to a worker that died.
 CLAIM_SECONDS = 300
 RENEW_SECONDS = 60
-
-# Answers whether a checkpoint was committed (saved, and for a thread turn, in the
-# thread's lineage); ``RunService.is_committed`` is the one the app uses.
+# Whether a checkpoint was committed (saved; for a thread turn, in its lineage), and a
+# committed checkpoint's metadata (None: no such checkpoint): ``RunService``'s.
 CommitCheck = Callable[[str, str | None], Awaitable[bool]]
-
-
-@dataclass(slots=True)
-class Claim:
-    """This request holds the key (``record`` holds the ETag its next write must match)."""
-
-    name: str
-    fingerprint: str
-    record: Stored[KeyRecord]
-    token: str
+CheckpointMetadata = Callable[[str], Awaitable[object]]
 
 
 class _CheckCommit(Exception):
-    """The record is ``committing``: whether that commit happened needs a storage read."""
+    """The record names a checkpoint: whether it was committed needs a storage read."""
 
     def __init__(self, record: KeyRecord) -> None:
         self.record = record
 
 
-def _reused(kind: str) -> ResumeError:
-    if kind == WEBHOOK_ID:
-        return WebhookIdReused("This webhook-id was already delivered with a different request.")
-    return IdempotencyKeyReused("This Idempotency-Key was used with a different request.")
-
-
-def _stored(record: KeyRecord) -> StoredResponse:
-    if record.status is None or record.body is None:
-        raise IdempotencyRecordUnreadable("The stored response for this Idempotency-Key cannot be read.")
-    return StoredResponse(record.status, record.body, record.run_id, record.claimed_at)
-
-
 class IdempotencyStore:
-    def __init__(self, container: ContainerClient, *, ttl_seconds: int, committed: CommitCheck) -> None:
+    def __init__(
+        self,
+        container: ContainerClient,
+        *,
+        ttl_seconds: int,
+        committed: CommitCheck,
+        metadata: CheckpointMetadata | None = None,
+    ) -> None:
         self._records = RecordStore(container, PREFIX, KeyRecord)
         self._ttl = ttl_seconds
         self._committed = committed
+        self._metadata = metadata
 
     async def _update(self, name: str, change: Callable[..., object], **kwargs: object) -> Stored[KeyRecord] | None:
         try:
@@ -127,36 +110,61 @@ class IdempotencyStore:
                 if current is None or (current.state == COMPLETED and now > float(current.expires_at or 0)):
                     return wanted
                 if current.fingerprint != wanted.fingerprint:
-                    raise _reused(kind)
+                    raise reused_error(kind)
                 if current.state == COMPLETED:
                     on_completed(current)
                     return None
-                if current.state == COMMITTING and current.checkpoint_id not in verified:
-                    raise _CheckCommit(current)
+                if current.checkpoint_id is not None and current.checkpoint_id not in verified:
+                    raise _CheckCommit(current)  # committing, or in progress on a planned checkpoint
                 if now - float(current.claimed_at or 0) > CLAIM_SECONDS:
-                    return wanted  # its holder died without finishing
+                    # Its holder died without finishing; a planned checkpoint stays the key's.
+                    return dataclasses.replace(wanted, checkpoint_id=wanted.checkpoint_id and current.checkpoint_id)
                 raise RequestInProgress("A request with this Idempotency-Key is still running; retry later.")
 
             try:
                 return await self._update(name, change, **start)
             except _CheckCommit as pending:
                 start = {}
-                committing = pending.record
-                if await self._committed(str(committing.checkpoint_id), committing.thread_id):
+                final = await self._outcome(pending.record)
+                if final is not None:
                     # The run committed but its last write was lost: its response is final.
-                    await self._finish(name, committing)
-                    on_completed(committing)
+                    await self._finish(name, final)
+                    on_completed(final)
                     return None
-                verified.add(str(committing.checkpoint_id))
+                if time.time() - float(pending.record.claimed_at or 0) <= CLAIM_SECONDS:
+                    raise RequestInProgress(
+                        "A request with this Idempotency-Key is still running; retry later."
+                    ) from None
+                verified.add(str(pending.record.checkpoint_id))
         raise RequestInProgress("The Idempotency-Key is contended; retry later.")
 
-    async def begin(self, key: str, request_fingerprint: str, *, kind: str = IDEMPOTENCY_KEY) -> Claim | StoredResponse:
-        """Claim the key, or return the stored response of an earlier identical request."""
+    async def _outcome(self, record: KeyRecord) -> KeyRecord | None:
+        """``record`` with its final response if the checkpoint it names was committed, else None."""
+        if record.state == COMMITTING:
+            return record if await self._committed(str(record.checkpoint_id), record.thread_id) else None
+        found = None if self._metadata is None else await self._metadata(str(record.checkpoint_id))
+        if found is None:
+            return None
+        response = embedded(found, record.fingerprint)
+        if response is None:
+            logger.error("Checkpoint %s, planned by an Idempotency-Key, has no response for it", record.checkpoint_id)
+            raise IdempotencyRecordUnreadable("The stored response for this Idempotency-Key cannot be read.")
+        return dataclasses.replace(record, status=response[0], body=response[1])
+
+    async def begin(
+        self, key: str, request_fingerprint: str, *, kind: str = IDEMPOTENCY_KEY, plan_checkpoint: bool = False
+    ) -> Claim | StoredResponse:
+        """Claim the key, or return the stored response of an earlier identical request.
+        ``plan_checkpoint``: the call commits by creating a checkpoint (no thread), and must
+        save under the one its claim names (``Claim.planned_checkpoint_id``)."""
         name = record_name(key, kind)
         token = uuid.uuid4().hex
         replay: list[StoredResponse] = []
-        claim = KeyRecord(IN_PROGRESS, request_fingerprint, token=token, claimed_at=time.time())
-        written = await self._claim_or_replay(name, kind, claim, on_completed=lambda r: replay.append(_stored(r)))
+        planned = str(uuid.uuid4()) if plan_checkpoint and self._metadata is not None else None
+        claim = KeyRecord(IN_PROGRESS, request_fingerprint, token=token, claimed_at=time.time(), checkpoint_id=planned)
+        written = await self._claim_or_replay(
+            name, kind, claim, on_completed=lambda r: replay.append(stored_response(r))
+        )
         if replay:
             return replay[0]
         if written is None or not written.value.held_by(token):
@@ -176,8 +184,8 @@ class IdempotencyStore:
         if record.state == COMPLETED and time.time() > float(record.expires_at or 0):
             return None
         if record.fingerprint != request_fingerprint:
-            raise _reused(kind)
-        return _stored(record) if record.state == COMPLETED else None
+            raise reused_error(kind)
+        return stored_response(record) if record.state == COMPLETED else None
 
     async def accept_once(
         self, key: str, request_fingerprint: str, response: StoredResponse, *, kind: str, thread_id: str | None
@@ -196,7 +204,7 @@ class IdempotencyStore:
             run_id=response.run_id,
             expires_at=time.time() + self._ttl,
         )
-        await self._claim_or_replay(name, kind, accepted, on_completed=lambda r: replay.append(_stored(r)))
+        await self._claim_or_replay(name, kind, accepted, on_completed=lambda r: replay.append(stored_response(r)))
         return replay[0] if replay else None
 
     async def forget_accept(self, key: str, kind: str, run_id: str) -> None:
@@ -221,19 +229,9 @@ class IdempotencyStore:
 
     async def committing(self, claim: Claim, checkpoint_id: str, thread_id: str | None, body: bytes) -> None:
         """Record what is about to be committed; ``ClaimLost`` (commit nothing) if not ours."""
-        now = time.time()
+        change = {"claimed_at": time.time(), "checkpoint_id": checkpoint_id, "thread_id": thread_id}
         await self._change_claim(
-            claim,
-            lambda record: KeyRecord(
-                COMMITTING,
-                record.fingerprint,
-                token=record.token,
-                claimed_at=now,
-                checkpoint_id=checkpoint_id,
-                thread_id=thread_id,
-                status=200,
-                body=body,
-            ),
+            claim, lambda record: dataclasses.replace(record, state=COMMITTING, status=200, body=body, **change)
         )
 
     async def _finish(self, name: str, record: KeyRecord, current: Stored[KeyRecord] | None = None) -> None:
@@ -261,22 +259,24 @@ class IdempotencyStore:
         record = dataclasses.replace(claim.record.value, status=status, body=body)
         await self._finish(claim.name, record, claim.record)
 
-    async def abandon(self, claim: Claim) -> None:
+    async def abandon(self, claim: Claim, *, committing: bool = False) -> None:
         """The request failed: release the key, unless what it was committing did commit.
 
         A failure after the commit point (a pointer write whose answer was lost, say)
         must not free the key, or a retry would run the turn a second time. When the
-        check cannot be made, the record stays ``committing`` for the next retry to settle.
+        check cannot be made, the record stays as it is for the next retry to settle.
+        ``committing``: the call saved (or tried to) its planned checkpoint, whose
+        existence is the commit; if it exists, its response (whoever saved it) is final.
         """
         record = claim.record.value
-        if record.state == COMMITTING:
+        if record.state == COMMITTING or committing:
             try:
-                committed = await self._committed(str(record.checkpoint_id), record.thread_id)
+                final = await self._outcome(record)
             except ResumeError:
                 logger.warning("Could not tell whether a failed request committed; its key stays held")
                 return
-            if committed:
-                await self._finish(claim.name, record, claim.record)
+            if final is not None:
+                await self._finish(claim.name, final, claim.record)
                 return
         await self.release(claim)
 

@@ -1,6 +1,9 @@
 """The record an Idempotency-Key (or webhook-id) names, and its three states.
 
-* ``in_progress``: a request holds the key (``token``), renewed at ``claimed_at``.
+* ``in_progress``: a request holds the key (``token``), renewed at ``claimed_at``. For a
+  call that commits by creating a checkpoint (``/api/runs``), it also names that
+  checkpoint (``checkpoint_id``, planned at the claim): the checkpoint then carries the
+  response (``embedded``), and its existence is the commit.
 * ``committing``: the holder is about to commit ``checkpoint_id`` (on ``thread_id``),
   and ``body`` is the exact response it will give.
 * ``completed``: the response (``status``, ``body``) every retry gets, until
@@ -18,7 +21,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .errors import InvalidRequest
+from .errors import IdempotencyKeyReused, IdempotencyRecordUnreadable, InvalidRequest, ResumeError, WebhookIdReused
+from .record_store import Stored
 
 IN_PROGRESS, COMMITTING, COMPLETED = "in_progress", "committing", "completed"
 MAX_KEY_LENGTH = 255
@@ -37,6 +41,7 @@ _SHAPES: dict[str, dict[str, type | tuple[type, ...]]] = {
     COMPLETED: {"fingerprint": str, "status": int, "body": str, "expires_at": _NUMBER},
 }
 _OPTIONAL: dict[str, type | tuple[type, ...]] = {
+    "checkpoint_id": (str, type(None)),
     "thread_id": (str, type(None)),
     "run_id": (str, type(None)),
     "claimed_at": (*_NUMBER, type(None)),
@@ -111,6 +116,30 @@ class KeyRecord:
         )
 
 
+# A response of up to this many bytes travels in the checkpoint it commits, so the commit
+# needs no ``committing`` write; a larger one is written to the record first, as for threads.
+EMBED_LIMIT = 64 * 1024
+# The key, in a checkpoint's ``metadata``, of the response its commit gave.
+EMBEDDED = "idempotency_response"
+
+
+def embed(fingerprint: str, body: bytes) -> dict[str, Any]:
+    """Checkpoint metadata that carries a call's response (its commit is the checkpoint)."""
+    return {EMBEDDED: {"fingerprint": fingerprint, "status": 200, "body": body.decode("utf-8")}}
+
+
+def embedded(metadata: Any, fingerprint: str) -> tuple[int, bytes] | None:
+    """The (status, body) a committed checkpoint carries for this request; None if it
+    carries none, or one of another request (never replayed as this one's)."""
+    found = metadata.get(EMBEDDED) if isinstance(metadata, dict) else None
+    if not isinstance(found, dict) or found.get("fingerprint") != fingerprint:
+        return None
+    status, body = found.get("status"), found.get("body")
+    if type(status) is not int or not isinstance(body, str):
+        return None
+    return status, body.encode("utf-8")
+
+
 # What a key names: the caller's Idempotency-Key, or a signed delivery's webhook-id.
 IDEMPOTENCY_KEY = "idempotency-key"
 WEBHOOK_ID = "webhook-id"
@@ -141,3 +170,38 @@ class StoredResponse:
     run_id: str | None = None
     # When it was stored (a background accept's 202): how old the accept is.
     stored_at: float | None = None
+
+
+@dataclass(slots=True)
+class Claim:
+    """This request holds the key (``record`` holds the ETag its next write must match)."""
+
+    name: str
+    fingerprint: str
+    record: Stored[KeyRecord]
+    token: str
+
+    @property
+    def planned_checkpoint_id(self) -> str | None:
+        """The checkpoint this call must save under, when its claim planned one."""
+        value = self.record.value
+        return value.checkpoint_id if value.state == IN_PROGRESS else None
+
+    def carries_response(self, checkpoint_id: str, thread_id: str | None, body: bytes) -> dict[str, object] | None:
+        """Checkpoint metadata that makes saving ``checkpoint_id`` this claim's commit record,
+        or None when a ``committing`` write must record the commit instead."""
+        if thread_id is None and checkpoint_id == self.planned_checkpoint_id and len(body) <= EMBED_LIMIT:
+            return embed(self.fingerprint, body)
+        return None
+
+
+def reused_error(kind: str) -> ResumeError:
+    if kind == WEBHOOK_ID:
+        return WebhookIdReused("This webhook-id was already delivered with a different request.")
+    return IdempotencyKeyReused("This Idempotency-Key was used with a different request.")
+
+
+def stored_response(record: KeyRecord) -> StoredResponse:
+    if record.status is None or record.body is None:
+        raise IdempotencyRecordUnreadable("The stored response for this Idempotency-Key cannot be read.")
+    return StoredResponse(record.status, record.body, record.run_id, record.claimed_at)

@@ -7,7 +7,7 @@ results (or ``ResumeError``) into responses.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, aclosing
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -60,8 +60,9 @@ class AfterSave(Protocol):
 Event = tuple[str, dict[str, Any]]
 # Called with (checkpoint ID, thread ID, exact response bytes, stamp=<the checkpoint's
 # timestamp>) after the response is rendered and before the checkpoint is saved: the
-# last moment to refuse the commit.
-CommitHook = Callable[..., Awaitable[None]]
+# last moment to refuse the commit. What it returns is added to the checkpoint's metadata
+# (an idempotency claim's response, when the checkpoint itself records the commit).
+CommitHook = Callable[..., Awaitable[Mapping[str, Any] | None]]
 # How far back ``is_committed`` walks a thread's lineage past its recent window.
 _LINEAGE_WALK_LIMIT = 1000
 
@@ -124,11 +125,21 @@ class RunService:
         rendered = strict_json.dumps(body)
         thread_id = head.thread_id if head else None
         if before_commit is not None:
-            await before_commit(saved.checkpoint_id, thread_id, rendered, stamp=saved.timestamp)
+            carried = await before_commit(saved.checkpoint_id, thread_id, rendered, stamp=saved.timestamp)
+            if carried:
+                saved.metadata = {**saved.metadata, **carried}
         await self.store.save(saved, thread_id=thread_id)
         if head is not None:
             await head.after_save(saved.checkpoint_id)
         return body, rendered
+
+    async def checkpoint_metadata(self, checkpoint_id: str) -> dict[str, Any] | None:
+        """A saved checkpoint's metadata (it is read whole: MAC and guard as for a resume);
+        None if there is no such checkpoint."""
+        try:
+            return (await self.store.load(checkpoint_id)).metadata
+        except CheckpointNotFound:
+            return None
 
     async def is_committed(self, checkpoint_id: str, thread_id: str | None) -> bool:
         """Whether a checkpoint was committed: saved, and for a thread turn, in its lineage.

@@ -234,16 +234,106 @@ async def test_an_unreadable_record_is_an_error_not_another_request(
 async def test_every_claim_write_whose_answer_was_lost_still_counts(
     recording: FunctionHost, monkeypatch: pytest.MonkeyPatch, error: str, url: str
 ) -> None:
-    """Each write of a keyed call (claim, committing, completed) lands and loses its answer
-    in turn: the call succeeds once, and a retry replays it without running again."""
+    """Each write of a keyed call (claim, committing for a thread turn, completed) lands and
+    loses its answer in turn: the call succeeds once, and a retry replays it without running
+    again. (``/api/runs`` has no ``committing`` write: its checkpoint records the commit.)"""
     from devtools.record_faults import lose_answers
     from resumable import layout
 
-    with lose_answers(monkeypatch, layout.IDEMPOTENCY, times=3, error=error) as hits:
+    writes = 2 if url == URL else 3
+    with lose_answers(monkeypatch, layout.IDEMPOTENCY, times=writes, error=error) as hits:
         first = await keyed(recording, "key-lost", {"messages": "once"}, url=url)
-    assert len(hits.writes) == 3
+    assert len(hits.writes) == writes
     assert first.status == 200, await first.body()
     calls = list(recording_workflow.CALLS)
     retry = await keyed(recording, "key-lost", {"messages": "once"}, url=url)
     assert (retry.status, await retry.body()) == (200, await first.body())
     assert calls == recording_workflow.CALLS
+
+
+async def test_a_keyed_resume_costs_four_operations_and_a_replay_two(host: FunctionHost, ops: OperationCounter) -> None:
+    """Claim, read the checkpoint, save it (carrying the response), complete: no
+    ``committing`` write for a call whose commit is the checkpoint it creates."""
+    start = await (await host.request("POST", URL, json_body={"messages": "hello"})).json()
+    body = {"checkpoint_id": start["checkpoint_id"], "messages": "again"}
+    ops.reset()
+    first = await keyed(host, "key-ops", body)
+    assert first.status == 200
+    assert dict(ops.counts) == {"PUT": 3, "GET": 1}, ops.log
+    ops.reset()
+    again = await keyed(host, "key-ops", body)
+    assert (again.status, await again.body()) == (200, await first.body())
+    assert dict(ops.counts) == {"PUT": 1, "GET": 1}
+    print(f"\n[idempotency] keyed resume: 4 ops; replay: {dict(ops.counts)}")
+
+
+async def test_a_retry_right_after_a_lost_completed_write_replays_at_once(
+    recording: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim is still fresh (not stale), but its checkpoint exists: the retry replays the
+    response that checkpoint carries instead of answering 409 for the next five minutes."""
+    from resumable.blob_records import BlobRecords
+    from resumable.errors import StorageUnavailable
+
+    original_replace = BlobRecords.replace
+
+    async def failing_replace(self, name, data, etag):
+        if data.get("state") == "completed":
+            raise StorageUnavailable("Checkpoint storage failed during replace record.")
+        return await original_replace(self, name, data, etag)
+
+    monkeypatch.setattr(BlobRecords, "replace", failing_replace)
+    first = await keyed(recording, "key-fresh", {"messages": "charge card"})
+    assert first.status == 200
+    calls = list(recording_workflow.CALLS)
+    monkeypatch.setattr(BlobRecords, "replace", original_replace)
+    retry = await keyed(recording, "key-fresh", {"messages": "charge card"})
+    assert (retry.status, await retry.body()) == (200, await first.body())
+    assert calls == recording_workflow.CALLS
+
+
+@pytest.mark.parametrize("winner", ["original", "taker"])
+async def test_a_taken_over_claim_and_its_taker_never_both_commit(
+    recording: FunctionHost, monkeypatch: pytest.MonkeyPatch, storage_env: str, winner: str
+) -> None:
+    """The original stops renewing (its claim goes stale) but keeps running; a retry takes the
+    claim over and runs too. Both save under the claim's one planned checkpoint, create-only:
+    one commits, the other fails, and every 200 (and every later replay) is the one commit."""
+    from resumable import idempotency
+    from resumable.blob_store import BlobCheckpointStorage
+
+    original_save = BlobCheckpointStorage.save
+    saves: list[str] = []
+
+    async def ordered_save(self, checkpoint, **kwargs):
+        saves.append(checkpoint.checkpoint_id)
+        if winner == "taker" and len(saves) == 1:
+            await asyncio.sleep(0.3)  # the original's save lands after the taker's
+        return await original_save(self, checkpoint, **kwargs)
+
+    monkeypatch.setattr(BlobCheckpointStorage, "save", ordered_save)
+    monkeypatch.setattr(idempotency, "RENEW_SECONDS", 3600)
+    monkeypatch.setattr(idempotency, "CLAIM_SECONDS", 0.05)
+    body = {"messages": "wait for it"}
+    first = asyncio.ensure_future(keyed(recording, "key-race", body))
+    await asyncio.wait_for(recording_workflow.WAITING.wait(), timeout=10)
+    await asyncio.sleep(0.1)
+    recording_workflow.WAITING.clear()
+    second = asyncio.ensure_future(keyed(recording, "key-race", body))
+    await asyncio.wait_for(recording_workflow.WAITING.wait(), timeout=10)
+    recording_workflow.RELEASE.set()
+    results = [await first, await second]
+    assert len(saves) == 2 and saves[0] == saves[1]  # both ran, towards the one planned checkpoint
+    statuses = [r.status for r in results]
+    assert statuses == ([409, 200] if winner == "taker" else [200, 409]), statuses
+    loser = results[statuses.index(409)]
+    assert (await loser.json())["error"]["code"] == "checkpoint_exists"
+    monkeypatch.setattr(idempotency, "CLAIM_SECONDS", 300)
+    replay = await keyed(recording, "key-race", body)
+    assert replay.status == 200
+    for result in results:
+        if result.status == 200:
+            assert await result.body() == await replay.body()
+    container = composition.build_service(Settings.from_env()).store.container
+    saved = [b.name async for b in container.list_blobs(name_starts_with="checkpoints/")]
+    assert saved == [f"checkpoints/{saves[0]}.json"]  # one commit between the two runs
