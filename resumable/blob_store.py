@@ -51,7 +51,9 @@ def blob_name(checkpoint_id: str) -> str:
     return f"{BLOB_PREFIX}{validate_id(checkpoint_id)}.json"
 
 
-def _metadata_for(checkpoint: WorkflowCheckpoint, thread_id: str | None) -> dict[str, str]:
+def _metadata_for(
+    checkpoint: WorkflowCheckpoint, thread_id: str | None, replaced_head: str | None = None
+) -> dict[str, str]:
     # Metadata travels as HTTP headers: ASCII only, so free text is percent-encoded.
     # Empty values are left out (listings return them as None).
     metadata = {
@@ -61,6 +63,7 @@ def _metadata_for(checkpoint: WorkflowCheckpoint, thread_id: str | None) -> dict
         "status": checkpoint_status(checkpoint),
         "pending_request_ids": ",".join(checkpoint.pending_request_info_events)[:2048],
         "thread_id": thread_id or "",
+        "replaced_head_id": replaced_head or "",
     }
     return {key: value for key, value in metadata.items() if value}
 
@@ -77,6 +80,7 @@ def _info_from(name: str, raw_metadata: dict[str, str | None], size: int) -> Che
         pending_request_ids=tuple(p for p in pending.split(",") if p),
         size_bytes=size,
         thread_id=metadata.get("thread_id") or None,
+        replaced_head_id=metadata.get("replaced_head_id") or None,
     )
 
 
@@ -106,10 +110,13 @@ class BlobCheckpointStorage:
 
     # -- writes -------------------------------------------------------------------
 
-    async def save(self, checkpoint: WorkflowCheckpoint, *, thread_id: str | None = None) -> str:
+    async def save(
+        self, checkpoint: WorkflowCheckpoint, *, thread_id: str | None = None, replaced_head: str | None = None
+    ) -> str:
         """Upload a new checkpoint blob; an existing one is never overwritten.
 
-        ``thread_id`` tags checkpoints written by thread turns, for orphan sweeping.
+        ``thread_id`` tags checkpoints written by thread turns, for orphan sweeping;
+        ``replaced_head`` is the head a fork moves away from, which this blob keeps reachable.
         """
         name = blob_name(checkpoint.checkpoint_id)
         with tracing.phase(
@@ -125,7 +132,8 @@ class BlobCheckpointStorage:
             data, tag = await self._cpu(expected, self._encode_and_sign, checkpoint)
             span.set_attribute("checkpoint.encode_ms", watch.ms)
             span.set_attribute("checkpoint.size_bytes", len(data))
-            await self._upload_create_only(name, data, {**_metadata_for(checkpoint, thread_id), **tag})
+            metadata = _metadata_for(checkpoint, thread_id, replaced_head)
+            await self._upload_create_only(name, data, {**metadata, **tag})
         logger.info(
             "checkpoint saved",
             extra={

@@ -89,21 +89,24 @@ async def _sweep_thread(
 
 
 async def _reachable(head: ThreadHead, store: BlobCheckpointStorage, infos: dict[str, CheckpointInfo]) -> set[str]:
-    """Every checkpoint the head's lineage and its recent list reach.
+    """Every checkpoint the head's lineage and its recent list reach, through parents and
+    through the old heads forks replaced (so whatever was once a head stays).
 
     The listing may predate the head: an ID it lacks is looked up, not taken as the end.
     A walk ends at the first checkpoint that no longer exists (retention removed it).
     """
     reached: set[str] = set()
-    for start in (head.checkpoint_id, *head.recent):
-        checkpoint_id = start
-        while checkpoint_id and checkpoint_id not in reached:
-            reached.add(checkpoint_id)
-            info = infos.get(checkpoint_id)
-            if info is None:
-                try:
-                    info = await store.get_info(checkpoint_id)
-                except (CheckpointNotFound, InvalidRequest):
-                    break
-            checkpoint_id = info.previous_checkpoint_id
+    todo = [start for start in (head.checkpoint_id, *head.recent) if start]
+    while todo:
+        checkpoint_id = todo.pop()
+        if checkpoint_id in reached:
+            continue
+        reached.add(checkpoint_id)
+        info = infos.get(checkpoint_id)
+        if info is None:
+            try:
+                info = await store.get_info(checkpoint_id)
+            except (CheckpointNotFound, InvalidRequest):
+                continue
+        todo.extend(info.links)  # the parent, and the head a fork replaced
     return reached

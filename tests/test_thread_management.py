@@ -144,6 +144,34 @@ async def test_fork_from_the_third_of_ten_turns(host: FunctionHost) -> None:
     assert (await host.request("GET", f"/api/checkpoints/{ids[9]}")).status == 200
 
 
+async def test_heads_forks_moved_away_from_survive_the_sweep_however_far_back(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two forks, then more turns than the pointer's recent list holds: the daily sweep must
+    keep both old heads (and their lineage) readable, and still delete a real orphan."""
+    from functions_adapter import maintenance
+
+    ids = [(await _turn(host, "branchy", f"turn {n}"))[1]["checkpoint_id"] for n in range(1, 4)]
+    first_fork = (await _turn(host, "branchy", "fork one", from_checkpoint_id=ids[0]))[1]["checkpoint_id"]
+    moved_on = (await _turn(host, "branchy", "after fork one"))[1]["checkpoint_id"]
+    await _turn(host, "branchy", "fork two", from_checkpoint_id=first_fork)
+    for n in range(11):  # more than LINEAGE_KEPT: both old heads leave the recent list
+        assert (await _turn(host, "branchy", f"later {n}"))[0] == 200
+    thread = await (await host.request("GET", "/api/threads/branchy")).json()
+    assert not {ids[2], moved_on} & set(thread["recent_checkpoint_ids"])
+    service = wiring.build_service(wiring.load_settings())
+    orphan = await service.store.load(thread["checkpoint_id"])
+    orphan.checkpoint_id = "lost-race-of-branchy"
+    await service.store.save(orphan, thread_id="branchy")
+
+    monkeypatch.setattr(maintenance, "ORPHAN_MIN_AGE_SECONDS", -1)
+    await host.triggers["sweep_orphan_checkpoints"].handler(None)
+
+    for old in (ids[2], ids[1], moved_on):
+        assert (await host.request("GET", f"/api/checkpoints/{old}")).status == 200, old
+    assert (await host.request("GET", "/api/checkpoints/lost-race-of-branchy")).status == 404
+
+
 async def test_fork_from_another_thread_s_checkpoint_is_409(host: FunctionHost) -> None:
     other = (await _turn(host, "other", "hello"))[1]["checkpoint_id"]
     await _turn(host, "mine", "hello")
