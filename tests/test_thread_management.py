@@ -398,6 +398,44 @@ async def test_a_long_delete_answers_202_and_a_repeat_finishes_it(
     assert await _thread_checkpoints("slow-delete") == []
 
 
+async def test_each_short_delete_goes_on_where_the_last_one_stopped(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """1,500 unrelated records and a budget too short for anything: every call must move the
+    deletion on (kept in the deleting pointer), so a bounded number of calls finishes it."""
+    key = {"Idempotency-Key": "crowded-1"}
+    await host.request("POST", "/api/threads/crowded/runs", json_body={"messages": "one"}, headers=key)
+    await _turn(host, "crowded", "two")
+    container = wiring.container_for(wiring.load_settings())
+    gate = asyncio.Semaphore(64)
+
+    async def unrelated(name: str, n: int) -> None:
+        body = json.dumps({"thread_id": f"other-{n}"}).encode()
+        async with gate:
+            await container.upload_blob(name, body, metadata={"thread_id": f"other-{n}"}, overwrite=True)
+
+    prefixes = ("checkpoints/", "idempotency/", "runs/")
+    await asyncio.gather(*(unrelated(f"{p}other-{n:04d}.json", n) for p in prefixes for n in range(500)))
+    monkeypatch.setenv("THREAD_DELETE_SECONDS", "0.000001")
+    pointers = wiring.build_service(wiring.load_settings()).pointers
+    positions: list[object] = []
+    for _ in range(15):  # pages of a few hundred names: about ten calls
+        response = await host.request("DELETE", "/api/threads/crowded")
+        if response.status == 204:
+            break
+        assert response.status == 202
+        position = getattr(await pointers.read("crowded"), "deletion", None)
+        assert position not in positions, f"call {len(positions) + 1} made no progress"
+        positions.append(position)
+    else:
+        pytest.fail("15 calls did not finish deleting the thread")
+    print(f"\n[delete] 1,500 unrelated records, no budget: {len(positions) + 1} calls")
+    assert await _thread_checkpoints("crowded") == []
+    for prefix in prefixes:
+        assert len([n for n in await _blobs(prefix) if "other-" in n]) == 500, prefix
+    assert (await host.request("GET", "/api/threads/crowded")).status == 404
+
+
 async def test_a_delete_racing_a_turn_never_leaves_half_a_thread(recording: FunctionHost) -> None:
     await _turn(recording, "raced", "first")
     turn = asyncio.ensure_future(_turn(recording, "raced", "wait here"))
