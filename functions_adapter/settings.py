@@ -83,6 +83,9 @@ class Settings:
     # A turn on a thread that expired: "refuse" (410 once, the next turn starts anew) or
     # "restart" (this turn starts the new thread and says "thread_created": true).
     thread_expired: str = "refuse"
+    # How long one run of the housekeeping timer works before recording where it stopped
+    # (the next run goes on): well inside the Flex Consumption timeout (host.json: 30 min).
+    maintenance_seconds: float = 300.0
     # Completion callbacks (functions_adapter/callbacks.py).
     callback_secrets: tuple[str, ...] = ()
     callback_url: str | None = None
@@ -122,6 +125,7 @@ class Settings:
             thread_authorizer=env.get("THREAD_AUTHORIZER", "").strip() or None,
             thread_delete_seconds=_positive_float(env, "THREAD_DELETE_SECONDS", 20.0),
             thread_expired=_choice(env, "THREAD_EXPIRED", ("refuse", "restart")),
+            maintenance_seconds=_positive_float(env, "MAINTENANCE_SECONDS", 300.0),
             callback_secrets=_secrets(env, "CALLBACK_SECRET"),
             callback_url=env.get("CALLBACK_URL", "").strip() or None,
             callback_allowed_hosts=tuple(

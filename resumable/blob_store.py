@@ -31,7 +31,13 @@ from .checkpoint_info import CheckpointInfo, checkpoint_status
 from .checkpoint_mac import CheckpointMac, MacMismatch
 from .errors import CheckpointConflict, CheckpointNotFound, CheckpointUnreadable
 from .ids import validate_id
-from .storage import create_container_if_missing, download_capped, storage_unavailable_on_failure, upload_new
+from .storage import (
+    create_container_if_missing,
+    download_capped,
+    list_page,
+    storage_unavailable_on_failure,
+    upload_new,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -228,6 +234,11 @@ class BlobCheckpointStorage:
             except ResourceNotFoundError:
                 return []
         return sorted(infos, key=lambda info: info.timestamp)
+
+    async def info_page(self, token: str | None, size: int) -> tuple[list[CheckpointInfo], str | None]:
+        """One page of the listing (name order) from ``token``, and the next page's token."""
+        blobs, token = await list_page(self.container, BLOB_PREFIX, token, size, metadata=True)
+        return [_info_from(blob.name, dict(blob.metadata or {}), int(blob.size or 0)) for blob in blobs], token
 
     async def list_infos(self, *, workflow_name: str) -> list[CheckpointInfo]:
         """Checkpoints of one workflow, oldest first."""

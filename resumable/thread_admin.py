@@ -16,19 +16,14 @@ import logging
 import time
 from dataclasses import dataclass
 
-from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob.aio import ContainerClient
 
 from . import layout
 from .blob_records import BlobRecords, Record, RecordConflict, RecordUnreadable
 from .blob_store import BlobCheckpointStorage
-from .blob_store import blob_name as checkpoint_blob
 from .checkpoint_info import CheckpointInfo
 from .errors import CheckpointNotFound, InvalidRequest, PreconditionFailed, ThreadNotFound
-from .errors import ThreadUnreadable as ThreadUnreadableError
 from .ids import validate_id
-from .storage import storage_unavailable_on_failure
-from .threads import PREFIX as PREFIX_THREADS
 from .threads import ThreadPointers
 
 logger = logging.getLogger(__name__)
@@ -155,29 +150,3 @@ class ThreadMetadata:
 
     async def delete(self, thread_id: str) -> None:
         await self._records.delete(thread_id)
-
-
-# -- keeping recent lineage alive -----------------------------------------------------------
-
-
-async def touch_recent_lineage(container: ContainerClient, pointers: ThreadPointers) -> int:
-    """Read one byte of each thread's recent checkpoints (the last ten) so that idle-time
-    retention, which goes by last access, never prunes what a live thread may fork from;
-    only the head is read by turns. Returns how many checkpoints were touched."""
-    touched = 0
-    for thread_id in await BlobRecords(container, PREFIX_THREADS).names():
-        try:
-            head = await pointers.read(thread_id)
-        except (InvalidRequest, ThreadUnreadableError):
-            continue
-        for checkpoint_id in head.recent:
-            with storage_unavailable_on_failure("touch checkpoint"):
-                try:
-                    downloader = await container.get_blob_client(checkpoint_blob(checkpoint_id)).download_blob(
-                        offset=0, length=1
-                    )
-                    await downloader.readall()
-                    touched += 1
-                except ResourceNotFoundError:
-                    continue
-    return touched
