@@ -74,7 +74,7 @@ class ThreadHead:
         data = {**self.to_json(), "updated_at": self.updated_at if self.updated_at is not None else time.time()}
         if not self.deleting:
             return data
-        return {**data, "deleting": True, "deletion": (self.deletion or DeleteProgress()).to_json()}
+        return {**data, "deleting": True, "deletion": (self.deletion or DeleteProgress(found=True)).to_json()}
 
 
 def blob_name(thread_id: str) -> str:

@@ -153,3 +153,23 @@ async def test_concurrent_invocations_delete_each_orphan_once_and_keep_every_hea
     assert sorted(cid for report in reports for cid in report.deleted) == sorted(orphans)
     assert await _checkpoints(service) == kept
     assert await _blobs(service, layout.MAINTENANCE) == ["maintenance/state.json"]
+
+
+def test_the_reference_filter_never_forgets_an_id_and_round_trips() -> None:
+    """No false negatives (a linked checkpoint must never look like a leaf), a few false
+    positives at most, growth past the first slice, and only its own bytes parse."""
+    from resumable.reference_filter import FIRST_CAPACITY, ReferenceFilter
+
+    linked = [f"linked-{n}" for n in range(FIRST_CAPACITY * 2)]
+    built = ReferenceFilter.empty()
+    for checkpoint_id in linked:
+        built.add(checkpoint_id)
+    restored = ReferenceFilter.from_bytes(built.to_bytes())
+    assert len(restored) == len(linked)
+    assert all(checkpoint_id in restored for checkpoint_id in linked)
+    strangers = sum(f"leaf-{n}" in restored for n in range(20_000))
+    assert strangers < 20_000 * 0.02
+    data = built.to_bytes()
+    for damaged in (b"", data[:-1], data + b"x", b"RFv2" + data[4:]):
+        with pytest.raises(ValueError):
+            ReferenceFilter.from_bytes(damaged)
