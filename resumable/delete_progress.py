@@ -1,7 +1,7 @@
 """Where a thread deletion stands, kept in its deleting pointer so a repeat call goes on.
 
-A delete scans the container (checkpoints, then idempotency records, then background
-runs) a listing page at a time; after each page it writes the page's continuation token
+A delete scans the container (checkpoints, then idempotency records, background runs and
+callback records) a listing page at a time; after each page it writes the page's continuation token
 here by compare-and-swap. A later call resumes from it instead of starting over, so a
 short budget still finishes in a bounded number of calls.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 # In order; ``finish`` removes the pending list, the metadata and, last, the pointer.
-PHASES = ("checkpoints", "idempotency", "runs", "finish")
+PHASES = ("checkpoints", "idempotency", "runs", "callbacks", "finish")
 # Azure's continuation tokens (NextMarker) are short opaque ASCII strings; anything else
 # in a pointer was not written by this app.
 MAX_TOKEN_CHARS = 4096

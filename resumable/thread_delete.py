@@ -3,12 +3,13 @@
 The pointer is fenced first: a ``deleting`` tombstone, so any turn that read it before
 fails its compare-and-swap and later ones are refused. Then the container is scanned a
 listing page at a time: checkpoints (found by their ``thread_id`` metadata, so lost
-races' leftovers go too), idempotency records and background runs (each record is read,
-since their names do not say whose they are). After each page the tombstone records the
-listing's continuation token by compare-and-swap (``delete_progress.py``), so a call that
-runs out of time answers 202 and the next call goes on from there instead of starting
-over. Every call finishes at least one page, however short its budget. Last, the pending
-list, the metadata and the pointer go.
+races' leftovers go too), idempotency records, background runs and their callback
+delivery records (each record is read, since their names do not say whose they are).
+After each page the tombstone records the listing's continuation token by
+compare-and-swap (``delete_progress.py``), so a call that runs out of time answers 202
+and the next call goes on from there instead of starting over. Every call finishes at
+least one page, however short its budget. Last, the pending list, the metadata and the
+pointer go.
 """
 
 from __future__ import annotations
@@ -172,4 +173,5 @@ _STEPS: dict[str, _Step] = {
     "checkpoints": _checkpoints,
     "idempotency": _records_naming(layout.IDEMPOTENCY),
     "runs": _records_naming(layout.RUNS),
+    "callbacks": _records_naming(layout.CALLBACKS),
 }

@@ -416,6 +416,8 @@ async def test_each_short_delete_goes_on_where_the_last_one_stopped(
 
     prefixes = ("checkpoints/", "idempotency/", "runs/")
     await asyncio.gather(*(unrelated(f"{p}other-{n:04d}.json", n) for p in prefixes for n in range(500)))
+    mine = json.dumps({"thread_id": "crowded"}).encode()  # a background run's callback record
+    await container.upload_blob("callbacks/run-of-crowded.json", mine)
     monkeypatch.setenv("THREAD_DELETE_SECONDS", "0.000001")
     pointers = wiring.build_service(wiring.load_settings()).pointers
     positions: list[object] = []
@@ -431,6 +433,7 @@ async def test_each_short_delete_goes_on_where_the_last_one_stopped(
         pytest.fail("15 calls did not finish deleting the thread")
     print(f"\n[delete] 1,500 unrelated records, no budget: {len(positions) + 1} calls")
     assert await _thread_checkpoints("crowded") == []
+    assert await _blobs("callbacks/") == []
     for prefix in prefixes:
         assert len([n for n in await _blobs(prefix) if "other-" in n]) == 500, prefix
     assert (await host.request("GET", "/api/threads/crowded")).status == 404
