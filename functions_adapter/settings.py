@@ -78,14 +78,12 @@ class Settings:
     queue: QueueTarget | None = None
     # Who may touch a thread: ``module:function`` (functions_adapter/authorization.py).
     thread_authorizer: str | None = None
-    # How long one DELETE /api/threads/{id} works before answering 202 (a repeat goes on).
+    # How long one DELETE /api/threads/{id}, or one run of the housekeeping timer, works
+    # before it answers 202 or records where it stopped; the next call goes on from there.
     thread_delete_seconds: float = 20.0
-    # A turn on a thread that expired: "refuse" (410 once, the next turn starts anew) or
-    # "restart" (this turn starts the new thread and says "thread_created": true).
-    thread_expired: str = "refuse"
-    # How long one run of the housekeeping timer works before recording where it stopped
-    # (the next run goes on): well inside the Flex Consumption timeout (host.json: 30 min).
     maintenance_seconds: float = 300.0
+    # A turn on an expired thread: "refuse" (410 once) or "restart" ("thread_created": true).
+    thread_expired: str = "refuse"
     # Completion callbacks (functions_adapter/callbacks.py).
     callback_secrets: tuple[str, ...] = ()
     callback_url: str | None = None
@@ -175,8 +173,6 @@ def _storage_target(env: Mapping[str, str]) -> StorageTarget:
 
 
 _HEADER_NAME = re.compile(r"[A-Za-z0-9-]+")
-
-
 # GitHub signs no timestamp: a captured delivery verifies forever, so its ID dedupes first.
 _GITHUB_IDEMPOTENCY_HEADERS = "X-GitHub-Delivery,Idempotency-Key,webhook-id"
 
