@@ -95,9 +95,10 @@ async def get_checkpoint(req: Request) -> Response:
     return await http_api.handle_get_checkpoint(req, req.path_params.get("checkpoint_id", ""))
 
 
-@app.timer_trigger(schedule="0 17 3 * * *", arg_name="timer", run_on_startup=False)
+@app.timer_trigger(schedule="0 17 * * * *", arg_name="timer", run_on_startup=False)
 async def sweep_orphan_checkpoints(timer: func.TimerRequest) -> None:
-    """Daily at 03:17 UTC: delete thread checkpoints that no thread reaches (lost races)."""
+    """Hourly at :17, a budgeted slice of the daily pass: delete thread checkpoints no thread
+    reaches (lost races), keep each thread's recent lineage from ageing out."""
     from functions_adapter import maintenance  # noqa: PLC0415 - on first use
 
     await maintenance.sweep()

@@ -1,12 +1,11 @@
 """Housekeeping run by the timer function: remove checkpoints no thread can reach, and
-keep each thread's recent lineage from ageing out."""
+keep each thread's recent lineage from ageing out, a budgeted slice per invocation."""
 
 from __future__ import annotations
 
 import logging
 
-from resumable.thread_admin import touch_recent_lineage
-from resumable.thread_sweep import sweep_orphans
+from resumable.housekeeping import Report, run_housekeeping
 
 from .wiring import build_service, load_settings
 
@@ -18,13 +17,27 @@ logger = logging.getLogger(__name__)
 ORPHAN_MIN_AGE_SECONDS = 3600
 
 
-async def sweep() -> list[str]:
-    """Delete thread checkpoints that lost their race and were not cleaned up at once."""
-    service = build_service(load_settings())
-    deleted = await sweep_orphans(service.pointers, service.store, older_than_seconds=ORPHAN_MIN_AGE_SECONDS)
-    logger.info("orphan sweep finished", extra={"deleted": len(deleted)})
-    # Retention goes by last access; turns read only the head. Reading the recent lineage
-    # daily keeps what a live thread may fork from (the last ten) out of its reach.
-    touched = await touch_recent_lineage(service.store.container, service.pointers)
-    logger.info("recent lineage touched", extra={"touched": touched})
-    return deleted
+async def sweep() -> Report:
+    """Go on with the daily pass for at most MAINTENANCE_SECONDS: delete thread checkpoints
+    that lost their race and were not cleaned up at once, then read each thread's recent
+    lineage (retention goes by last access; turns read only the head)."""
+    settings = load_settings()
+    service = build_service(settings)
+    report = await run_housekeeping(
+        service.store.container,
+        service.pointers,
+        service.store,
+        budget_seconds=settings.maintenance_seconds,
+        orphan_min_age_seconds=ORPHAN_MIN_AGE_SECONDS,
+    )
+    logger.info(
+        "housekeeping",
+        extra={
+            "phase": report.phase,
+            "pass_finished": report.pass_finished,
+            "deleted": len(report.deleted),
+            "touched": report.touched,
+            "pages": report.pages,
+        },
+    )
+    return report

@@ -78,10 +78,11 @@ class Settings:
     queue: QueueTarget | None = None
     # Who may touch a thread: ``module:function`` (functions_adapter/authorization.py).
     thread_authorizer: str | None = None
-    # How long one DELETE /api/threads/{id} works before answering 202 (a repeat goes on).
+    # How long one DELETE /api/threads/{id}, or one run of the housekeeping timer, works
+    # before it answers 202 or records where it stopped; the next call goes on from there.
     thread_delete_seconds: float = 20.0
-    # A turn on a thread that expired: "refuse" (410 once, the next turn starts anew) or
-    # "restart" (this turn starts the new thread and says "thread_created": true).
+    maintenance_seconds: float = 300.0
+    # A turn on an expired thread: "refuse" (410 once) or "restart" ("thread_created": true).
     thread_expired: str = "refuse"
     # Completion callbacks (functions_adapter/callbacks.py).
     callback_secrets: tuple[str, ...] = ()
@@ -122,6 +123,7 @@ class Settings:
             thread_authorizer=env.get("THREAD_AUTHORIZER", "").strip() or None,
             thread_delete_seconds=_positive_float(env, "THREAD_DELETE_SECONDS", 20.0),
             thread_expired=_choice(env, "THREAD_EXPIRED", ("refuse", "restart")),
+            maintenance_seconds=_positive_float(env, "MAINTENANCE_SECONDS", 300.0),
             callback_secrets=_secrets(env, "CALLBACK_SECRET"),
             callback_url=env.get("CALLBACK_URL", "").strip() or None,
             callback_allowed_hosts=tuple(
@@ -171,8 +173,6 @@ def _storage_target(env: Mapping[str, str]) -> StorageTarget:
 
 
 _HEADER_NAME = re.compile(r"[A-Za-z0-9-]+")
-
-
 # GitHub signs no timestamp: a captured delivery verifies forever, so its ID dedupes first.
 _GITHUB_IDEMPOTENCY_HEADERS = "X-GitHub-Delivery,Idempotency-Key,webhook-id"
 

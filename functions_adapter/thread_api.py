@@ -10,7 +10,8 @@ from fastapi import Request, Response
 from resumable import strict_json
 from resumable.errors import InvalidRequest, PreconditionFailed, ThreadNotFound
 from resumable.ids import is_ascii_digits, validate_id
-from resumable.thread_admin import MAX_PAGE, ThreadMetadata, delete_thread, history
+from resumable.thread_admin import MAX_PAGE, ThreadMetadata, history
+from resumable.thread_delete import delete_thread
 from resumable.threads import live_head
 
 from .authorization import authorize
@@ -114,7 +115,6 @@ async def delete(request: Request, thread_id: str) -> Response:
     done = await delete_thread(
         container_for(settings),
         service.pointers,
-        service.store,
         thread_id,
         deadline_seconds=settings.thread_delete_seconds,
     )

@@ -30,7 +30,13 @@ from .checkpoint_info import CheckpointInfo, checkpoint_status
 from .checkpoint_mac import CheckpointMac, MacMismatch
 from .errors import CheckpointConflict, CheckpointNotFound, CheckpointUnreadable
 from .ids import validate_id
-from .storage import create_container_if_missing, download_capped, storage_unavailable_on_failure, upload_new
+from .storage import (
+    create_container_if_missing,
+    download_capped,
+    list_page,
+    storage_unavailable_on_failure,
+    upload_new,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +52,9 @@ def blob_name(checkpoint_id: str) -> str:
     return f"{BLOB_PREFIX}{validate_id(checkpoint_id)}.json"
 
 
-def _metadata_for(checkpoint: WorkflowCheckpoint, thread_id: str | None) -> dict[str, str]:
+def _metadata_for(
+    checkpoint: WorkflowCheckpoint, thread_id: str | None, replaced_head: str | None = None
+) -> dict[str, str]:
     # Metadata travels as HTTP headers: ASCII only, so free text is percent-encoded.
     # Empty values are left out (listings return them as None).
     metadata = {
@@ -56,6 +64,7 @@ def _metadata_for(checkpoint: WorkflowCheckpoint, thread_id: str | None) -> dict
         "status": checkpoint_status(checkpoint),
         "pending_request_ids": ",".join(checkpoint.pending_request_info_events)[:2048],
         "thread_id": thread_id or "",
+        "replaced_head_id": replaced_head or "",
     }
     return {key: value for key, value in metadata.items() if value}
 
@@ -72,6 +81,7 @@ def _info_from(name: str, raw_metadata: dict[str, str | None], size: int) -> Che
         pending_request_ids=tuple(p for p in pending.split(",") if p),
         size_bytes=size,
         thread_id=metadata.get("thread_id") or None,
+        replaced_head_id=metadata.get("replaced_head_id") or None,
     )
 
 
@@ -94,10 +104,13 @@ class BlobCheckpointStorage:
 
     # -- writes -------------------------------------------------------------------
 
-    async def save(self, checkpoint: WorkflowCheckpoint, *, thread_id: str | None = None) -> str:
+    async def save(
+        self, checkpoint: WorkflowCheckpoint, *, thread_id: str | None = None, replaced_head: str | None = None
+    ) -> str:
         """Upload a new checkpoint blob; an existing one is never overwritten.
 
-        ``thread_id`` tags checkpoints written by thread turns, for orphan sweeping.
+        ``thread_id`` tags checkpoints written by thread turns, for orphan sweeping;
+        ``replaced_head`` is the head a fork moves away from, which this blob keeps reachable.
         """
         name = blob_name(checkpoint.checkpoint_id)
         with tracing.phase(
@@ -114,7 +127,8 @@ class BlobCheckpointStorage:
                 data, tag = await cpu(expected, self._encode_and_sign, checkpoint)
                 span.set_attribute("checkpoint.encode_ms", watch.ms)
                 span.set_attribute("checkpoint.size_bytes", len(data))
-                await self._upload_create_only(name, data, {**_metadata_for(checkpoint, thread_id), **tag})
+                metadata = _metadata_for(checkpoint, thread_id, replaced_head)
+                await self._upload_create_only(name, data, {**metadata, **tag})
         logger.info(
             "checkpoint saved",
             extra={
@@ -210,6 +224,11 @@ class BlobCheckpointStorage:
             except ResourceNotFoundError:
                 return []
         return sorted(infos, key=lambda info: info.timestamp)
+
+    async def info_page(self, token: str | None, size: int) -> tuple[list[CheckpointInfo], str | None]:
+        """One page of the listing (name order) from ``token``, and the next page's token."""
+        blobs, token = await list_page(self.container, BLOB_PREFIX, token, size, metadata=True)
+        return [_info_from(blob.name, dict(blob.metadata or {}), int(blob.size or 0)) for blob in blobs], token
 
     async def list_infos(self, *, workflow_name: str) -> list[CheckpointInfo]:
         """Checkpoints of one workflow, oldest first."""

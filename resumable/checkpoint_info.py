@@ -25,6 +25,14 @@ class CheckpointInfo:
     pending_request_ids: tuple[str, ...]
     size_bytes: int
     thread_id: str | None = None
+    # A fork's checkpoint names the head it replaced, so that head stays reachable (the sweep
+    # walks this link as it walks ``previous_checkpoint_id``).
+    replaced_head_id: str | None = None
+
+    @property
+    def links(self) -> tuple[str, ...]:
+        """The checkpoints this one keeps reachable: its parent and, for a fork, the old head."""
+        return tuple(link for link in (self.previous_checkpoint_id, self.replaced_head_id) if link)
 
     @property
     def created_epoch(self) -> float:

@@ -12,6 +12,8 @@ so a rename in one place cannot leave another kind growing forever or deleted by
   its attempts' event logs (append blobs).
 * ``run-order/<thread_id>.json``: a thread's pending background turns, in order.
 * ``callbacks/<run_id>.json``: a finished run's completion callback: its delivery state.
+* ``maintenance/state.json``: where the timer's housekeeping pass stands (its continuation);
+  ``maintenance/references-<n>.bin`` the pass's set of linked checkpoints.
 """
 
 from __future__ import annotations
@@ -23,12 +25,15 @@ IDEMPOTENCY = "idempotency/"
 RUNS = "runs/"
 RUN_ORDER = "run-order/"
 CALLBACKS = "callbacks/"
+MAINTENANCE = "maintenance/"
 
 # Kept until idle for the retention period (last access): a live thread never expires.
 IDLE_EXPIRY = (CHECKPOINTS, THREADS)
 # Kept for a fixed time after their last change.
-MODIFIED_EXPIRY = (IDEMPOTENCY, RUNS, RUN_ORDER, CALLBACKS)
-ALL = (CHECKPOINTS, THREADS, THREAD_METADATA, IDEMPOTENCY, RUNS, RUN_ORDER, CALLBACKS)
+# The housekeeping record is rewritten by every pass (daily): if the timer stops for longer,
+# it goes, and the next pass starts afresh.
+MODIFIED_EXPIRY = (IDEMPOTENCY, RUNS, RUN_ORDER, CALLBACKS, MAINTENANCE)
+ALL = (CHECKPOINTS, THREADS, THREAD_METADATA, IDEMPOTENCY, RUNS, RUN_ORDER, CALLBACKS, MAINTENANCE)
 
 
 def record_blob(prefix: str, name: str) -> str:

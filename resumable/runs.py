@@ -52,6 +52,8 @@ class AfterSave(Protocol):
     """What commits a saved checkpoint beyond the save itself (a thread turn's pointer move)."""
 
     thread_id: str
+    # The head this checkpoint replaces without descending from it (a fork), else None.
+    replaced_head: str | None
 
     async def after_save(self, checkpoint_id: str) -> None: ...
 
@@ -128,7 +130,7 @@ class RunService:
             carried = await before_commit(saved.checkpoint_id, thread_id, rendered, stamp=saved.timestamp)
             if carried:
                 saved.metadata = {**saved.metadata, **carried}
-        await self.store.save(saved, thread_id=thread_id)
+        await self.store.save(saved, thread_id=thread_id, replaced_head=head.replaced_head if head else None)
         if head is not None:
             await head.after_save(saved.checkpoint_id)
         return body, rendered

@@ -88,6 +88,28 @@ async def download_capped(blob: BlobClient, limit: int) -> tuple[bytes, BlobProp
         return await downloader.readall(), downloader.properties
 
 
+async def list_page(
+    container: ContainerClient, prefix: str, token: str | None, size: int, *, metadata: bool = False
+) -> tuple[list[BlobProperties], str | None]:
+    """One page (at most ``size`` blobs) of the listing under ``prefix``, starting where
+    ``token`` says (None: the first page), and the token of the next page (None: the end).
+
+    Work that cannot finish in one call keeps the token and goes on from it later, rather
+    than listing everything again.
+    """
+    include = ["metadata"] if metadata else None
+    with storage_unavailable_on_failure("list"):
+        try:
+            pages = container.list_blobs(name_starts_with=prefix, include=include, results_per_page=size).by_page(
+                continuation_token=token
+            )
+            page = await anext(pages)
+            blobs = [blob async for blob in page]
+        except ResourceNotFoundError:
+            return [], None
+    return blobs, pages.continuation_token or None
+
+
 async def upload_new(container: ContainerClient, name: str, data: bytes, **kwargs: Any) -> dict[str, Any]:
     """Create-only upload; creates a missing container once and retries.
 

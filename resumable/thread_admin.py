@@ -1,15 +1,10 @@
-"""Managing threads: their history, their metadata, and deleting them whole.
+"""Managing threads: their history and their metadata (deleting one: ``thread_delete``).
 
 * ``history``: the lineage from the head backwards, a page at a time. A page of N costs
   N + 1 reads (the pointer, or nothing after a cursor, and one metadata read per entry),
   however long the thread is: the cursor names the next checkpoint to read.
 * ``ThreadMetadata``: a small JSON object per thread (``thread-meta/<id>.json``) with its
   own ETag, so a metadata write never races a turn's pointer swap.
-* ``delete_thread``: fences the pointer first (a ``deleting`` tombstone, so any turn that
-  read it before fails its compare-and-swap and later ones are refused), then deletes the
-  thread's checkpoints (found by their ``thread_id`` metadata, so lost races' leftovers go
-  too), its idempotency records, background runs, pending list and metadata, and the
-  pointer last. Each call stops at its deadline and says so; the next call goes on.
 """
 
 from __future__ import annotations
@@ -21,23 +16,15 @@ import logging
 import time
 from dataclasses import dataclass
 
-from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob.aio import ContainerClient
 
 from . import layout
 from .blob_records import BlobRecords, Record, RecordConflict, RecordUnreadable
 from .blob_store import BlobCheckpointStorage
-from .blob_store import blob_name as checkpoint_blob
 from .checkpoint_info import CheckpointInfo
-from .errors import CheckpointNotFound, InvalidRequest, PreconditionFailed, ThreadBusy, ThreadNotFound
-from .errors import ThreadUnreadable as ThreadUnreadableError
-from .idempotency import PREFIX as IDEMPOTENCY_PREFIX
+from .errors import CheckpointNotFound, InvalidRequest, PreconditionFailed, ThreadNotFound
 from .ids import validate_id
-from .run_records import PREFIX as RUNS_PREFIX
-from .storage import storage_unavailable_on_failure
-from .thread_order import PREFIX as ORDER_PREFIX
-from .threads import PREFIX as PREFIX_THREADS
-from .threads import ThreadHead, ThreadPointers
+from .threads import ThreadPointers
 
 logger = logging.getLogger(__name__)
 METADATA_PREFIX = layout.THREAD_METADATA
@@ -163,118 +150,3 @@ class ThreadMetadata:
 
     async def delete(self, thread_id: str) -> None:
         await self._records.delete(thread_id)
-
-
-# -- delete ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Deletion:
-    finished: bool
-    deleted: int
-
-
-async def delete_thread(
-    container: ContainerClient,
-    pointers: ThreadPointers,
-    store: BlobCheckpointStorage,
-    thread_id: str,
-    *,
-    deadline_seconds: float = 20.0,
-) -> Deletion:
-    """Delete everything of ``thread_id``; ``finished`` False when the deadline came first."""
-    deadline = time.monotonic() + deadline_seconds
-    head = await pointers.read(thread_id)
-    infos = [info for info in await store.list_all_infos() if info.thread_id == thread_id]
-    if head.etag is None and not infos:
-        meta = await ThreadMetadata(container).get(thread_id)
-        if meta.etag is None:
-            raise ThreadNotFound(f"Thread '{thread_id}' does not exist (or was deleted).")
-    fenced = await _tombstone(pointers, head)
-    # Listed again after the fence: a turn that committed before it is included.
-    infos = [info for info in await store.list_all_infos() if info.thread_id == thread_id]
-    deleted = 0
-    for info in infos:
-        if time.monotonic() > deadline:
-            return Deletion(False, deleted)
-        deleted += int(await store.delete(info.checkpoint_id))
-    for prefix in (IDEMPOTENCY_PREFIX, RUNS_PREFIX):
-        done, count = await _delete_records_naming(container, prefix, thread_id, deadline)
-        deleted += count
-        if not done:
-            return Deletion(False, deleted)
-    await BlobRecords(container, ORDER_PREFIX).delete(thread_id)
-    await ThreadMetadata(container).delete(thread_id)
-    if fenced is not None:
-        await pointers.remove(fenced)
-    return Deletion(True, deleted)
-
-
-async def _tombstone(pointers: ThreadPointers, head: ThreadHead) -> ThreadHead | None:
-    """Mark the pointer ``deleting`` (CAS): turns that read it before now cannot commit."""
-    for _ in range(10):
-        marked = ThreadHead(head.thread_id, None, 0, (), head.etag, time.time(), deleting=True)
-        fenced = await pointers.fence(marked)
-        if fenced is not None:
-            return fenced
-        head = await pointers.read(head.thread_id)
-    raise ThreadBusy("The thread kept changing while it was being deleted; try again.")
-
-
-async def _delete_records_naming(
-    container: ContainerClient, prefix: str, thread_id: str, deadline: float
-) -> tuple[bool, int]:
-    """Delete the JSON records under ``prefix`` whose ``thread_id`` is this thread (and a
-    background run's event logs). Reads each record: bounded by ``deadline``."""
-    records = BlobRecords(container, prefix)
-    deleted = 0
-    for name in await records.names():
-        if time.monotonic() > deadline:
-            return False, deleted
-        if "/" in name:
-            continue  # an event log: deleted with its run below
-        try:
-            record = await records.get(name)
-        except RecordUnreadable:
-            continue
-        if record is None or record.data.get("thread_id") != thread_id:
-            continue
-        if prefix == RUNS_PREFIX:
-            await _delete_prefix(container, f"{RUNS_PREFIX}{name}/")
-        deleted += int(await records.delete(name))
-    return True, deleted
-
-
-async def _delete_prefix(container: ContainerClient, prefix: str) -> None:
-    with storage_unavailable_on_failure("delete run events"):
-        try:
-            async for blob in container.list_blobs(name_starts_with=prefix):
-                await container.delete_blob(blob.name)
-        except ResourceNotFoundError:
-            return
-
-
-# -- keeping recent lineage alive -----------------------------------------------------------
-
-
-async def touch_recent_lineage(container: ContainerClient, pointers: ThreadPointers) -> int:
-    """Read one byte of each thread's recent checkpoints (the last ten) so that idle-time
-    retention, which goes by last access, never prunes what a live thread may fork from;
-    only the head is read by turns. Returns how many checkpoints were touched."""
-    touched = 0
-    for thread_id in await BlobRecords(container, PREFIX_THREADS).names():
-        try:
-            head = await pointers.read(thread_id)
-        except (InvalidRequest, ThreadUnreadableError):
-            continue
-        for checkpoint_id in head.recent:
-            with storage_unavailable_on_failure("touch checkpoint"):
-                try:
-                    downloader = await container.get_blob_client(checkpoint_blob(checkpoint_id)).download_blob(
-                        offset=0, length=1
-                    )
-                    await downloader.readall()
-                    touched += 1
-                except ResourceNotFoundError:
-                    continue
-    return touched

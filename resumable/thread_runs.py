@@ -56,10 +56,18 @@ class _TurnCommit:
 
     service: RunService
     head: ThreadHead
+    # The checkpoint the turn resumed from (a fork's ``from_checkpoint_id``, else the head).
+    start: str | None
 
     @property
     def thread_id(self) -> str:
         return self.head.thread_id
+
+    @property
+    def replaced_head(self) -> str | None:
+        """A fork moves the head away from a checkpoint its lineage does not hold: the new
+        checkpoint names it, so what was once a head stays reachable for the sweep."""
+        return self.head.checkpoint_id if self.start != self.head.checkpoint_id else None
 
     async def after_save(self, checkpoint_id: str) -> None:
         try:
@@ -178,7 +186,7 @@ class ThreadRunner:
                     head, turn = await self._at_head(request)
                     async with self._expired_if_gone(head):
                         return await self.service.run_to_json(
-                            turn, head=_TurnCommit(self.service, head), before_commit=before_commit
+                            turn, head=_TurnCommit(self.service, head, turn.checkpoint_id), before_commit=before_commit
                         )
             except ThreadHeld:
                 raise
@@ -211,7 +219,7 @@ class ThreadRunner:
             head, turn = await self._at_head(request)
             async with self._expired_if_gone(head):
                 events = await self.service.open_stream(
-                    turn, head=_TurnCommit(self.service, head), before_commit=before_commit
+                    turn, head=_TurnCommit(self.service, head, turn.checkpoint_id), before_commit=before_commit
                 )
             if cleanup is not None:
                 cleanup.push_async_exit(local.pop_all())

@@ -29,6 +29,7 @@ from azure.storage.blob.aio import ContainerClient
 from . import layout, tracing
 from .blob_records import BlobRecords, RecordConflict, RecordUnreadable
 from .blob_store import BlobCheckpointStorage
+from .delete_progress import BadProgress, DeleteProgress
 from .errors import (
     CheckpointNotFound,
     InvalidRequest,
@@ -55,8 +56,10 @@ class ThreadHead:
     recent: tuple[str, ...]
     etag: str | None
     updated_at: float | None = None
-    # A delete is in progress (``thread_admin.delete_thread``): turns are refused until it ends.
+    # A delete is in progress (``thread_delete.delete_thread``): turns are refused until it
+    # ends, and ``deletion`` says where a repeat call goes on.
     deleting: bool = False
+    deletion: DeleteProgress | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -69,7 +72,9 @@ class ThreadHead:
     def record(self) -> dict[str, Any]:
         """What the pointer blob holds."""
         data = {**self.to_json(), "updated_at": self.updated_at if self.updated_at is not None else time.time()}
-        return {**data, "deleting": True} if self.deleting else data
+        if not self.deleting:
+            return data
+        return {**data, "deleting": True, "deletion": (self.deletion or DeleteProgress(found=True)).to_json()}
 
 
 def blob_name(thread_id: str) -> str:
@@ -114,7 +119,17 @@ def parse_pointer(thread_id: str, data: object, etag: str) -> ThreadHead:
     deleting = data.get("deleting", False)
     if type(deleting) is not bool:
         raise _unreadable(thread_id, "deleting is not true or false")
-    return ThreadHead(thread_id, checkpoint_id, turns, tuple(recent), etag, updated_at, deleting)
+    deletion = None
+    if "deletion" in data:
+        if not deleting:
+            raise _unreadable(thread_id, "deletion progress on a pointer that is not deleting")
+        try:
+            deletion = DeleteProgress.parse(data["deletion"])
+        except BadProgress as exc:
+            raise _unreadable(thread_id, str(exc)) from None
+    elif deleting:  # a tombstone from before progress was kept: the delete starts over
+        deletion = DeleteProgress(found=True)
+    return ThreadHead(thread_id, checkpoint_id, turns, tuple(recent), etag, updated_at, deleting, deletion)
 
 
 class ThreadPointers:

@@ -69,7 +69,7 @@ async def test_storage_outage_mid_request_is_503_and_moves_nothing(faulty: Funct
 async def test_a_failure_between_run_and_save_moves_nothing(faulty: FunctionHost, monkeypatch) -> None:
     _, first, _ = await turn(faulty, "one")
 
-    async def broken_save(self, checkpoint, *, thread_id=None):
+    async def broken_save(self, checkpoint, **_):
         raise StorageUnavailable("Checkpoint storage failed during save.")
 
     with monkeypatch.context() as patch:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 
 import pytest
@@ -304,21 +305,29 @@ async def test_a_taken_over_claim_and_its_taker_never_both_commit(
 
     original_save = BlobCheckpointStorage.save
     saves: list[str] = []
+    caller: contextvars.ContextVar[str] = contextvars.ContextVar("caller")
+    winner_saved = asyncio.Event()
 
     async def ordered_save(self, checkpoint, **kwargs):
         saves.append(checkpoint.checkpoint_id)
-        if winner == "taker" and len(saves) == 1:
-            await asyncio.sleep(0.3)  # the original's save lands after the taker's
-        return await original_save(self, checkpoint, **kwargs)
+        if caller.get() != winner:  # the loser saves only once the winner has
+            await asyncio.wait_for(winner_saved.wait(), timeout=10)
+            return await original_save(self, checkpoint, **kwargs)
+        try:
+            return await original_save(self, checkpoint, **kwargs)
+        finally:
+            winner_saved.set()
 
     monkeypatch.setattr(BlobCheckpointStorage, "save", ordered_save)
     monkeypatch.setattr(idempotency, "RENEW_SECONDS", 3600)
     monkeypatch.setattr(idempotency, "CLAIM_SECONDS", 0.05)
     body = {"messages": "wait for it"}
+    caller.set("original")
     first = asyncio.ensure_future(keyed(recording, "key-race", body))
     await asyncio.wait_for(recording_workflow.WAITING.wait(), timeout=10)
     await asyncio.sleep(0.1)
     recording_workflow.WAITING.clear()
+    caller.set("taker")
     second = asyncio.ensure_future(keyed(recording, "key-race", body))
     await asyncio.wait_for(recording_workflow.WAITING.wait(), timeout=10)
     recording_workflow.RELEASE.set()

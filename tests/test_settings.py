@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from functions_adapter.settings import Settings, SettingsError, StorageTarget
@@ -33,6 +36,12 @@ def test_defaults() -> None:
     assert settings.max_request_bytes == 1024 * 1024
     assert settings.allowed_types == ("a:B", "c:D")
     assert settings.workflow == "default"
+    # The housekeeping timer's slice: well inside the function timeout (host.json).
+    hours, minutes, seconds = json.loads((Path(__file__).resolve().parent.parent / "host.json").read_text())[
+        "functionTimeout"
+    ].split(":")
+    timeout = int(hours) * 3600 + int(minutes) * 60 + int(seconds)
+    assert settings.maintenance_seconds == 300.0 <= timeout / 4
 
 
 @pytest.mark.parametrize(

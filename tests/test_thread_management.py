@@ -144,6 +144,34 @@ async def test_fork_from_the_third_of_ten_turns(host: FunctionHost) -> None:
     assert (await host.request("GET", f"/api/checkpoints/{ids[9]}")).status == 200
 
 
+async def test_heads_forks_moved_away_from_survive_the_sweep_however_far_back(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two forks, then more turns than the pointer's recent list holds: the daily sweep must
+    keep both old heads (and their lineage) readable, and still delete a real orphan."""
+    from functions_adapter import maintenance
+
+    ids = [(await _turn(host, "branchy", f"turn {n}"))[1]["checkpoint_id"] for n in range(1, 4)]
+    first_fork = (await _turn(host, "branchy", "fork one", from_checkpoint_id=ids[0]))[1]["checkpoint_id"]
+    moved_on = (await _turn(host, "branchy", "after fork one"))[1]["checkpoint_id"]
+    await _turn(host, "branchy", "fork two", from_checkpoint_id=first_fork)
+    for n in range(11):  # more than LINEAGE_KEPT: both old heads leave the recent list
+        assert (await _turn(host, "branchy", f"later {n}"))[0] == 200
+    thread = await (await host.request("GET", "/api/threads/branchy")).json()
+    assert not {ids[2], moved_on} & set(thread["recent_checkpoint_ids"])
+    service = wiring.build_service(wiring.load_settings())
+    orphan = await service.store.load(thread["checkpoint_id"])
+    orphan.checkpoint_id = "lost-race-of-branchy"
+    await service.store.save(orphan, thread_id="branchy")
+
+    monkeypatch.setattr(maintenance, "ORPHAN_MIN_AGE_SECONDS", -1)
+    await host.triggers["sweep_orphan_checkpoints"].handler(None)
+
+    for old in (ids[2], ids[1], moved_on):
+        assert (await host.request("GET", f"/api/checkpoints/{old}")).status == 200, old
+    assert (await host.request("GET", "/api/checkpoints/lost-race-of-branchy")).status == 404
+
+
 async def test_fork_from_another_thread_s_checkpoint_is_409(host: FunctionHost) -> None:
     other = (await _turn(host, "other", "hello"))[1]["checkpoint_id"]
     await _turn(host, "mine", "hello")
@@ -368,6 +396,47 @@ async def test_a_long_delete_answers_202_and_a_repeat_finishes_it(
     monkeypatch.delenv("THREAD_DELETE_SECONDS")
     assert (await host.request("DELETE", "/api/threads/slow-delete")).status == 204
     assert await _thread_checkpoints("slow-delete") == []
+
+
+async def test_each_short_delete_goes_on_where_the_last_one_stopped(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """1,500 unrelated records and a budget too short for anything: every call must move the
+    deletion on (kept in the deleting pointer), so a bounded number of calls finishes it."""
+    key = {"Idempotency-Key": "crowded-1"}
+    await host.request("POST", "/api/threads/crowded/runs", json_body={"messages": "one"}, headers=key)
+    await _turn(host, "crowded", "two")
+    container = wiring.container_for(wiring.load_settings())
+    gate = asyncio.Semaphore(64)
+
+    async def unrelated(name: str, n: int) -> None:
+        body = json.dumps({"thread_id": f"other-{n}"}).encode()
+        async with gate:
+            await container.upload_blob(name, body, metadata={"thread_id": f"other-{n}"}, overwrite=True)
+
+    prefixes = ("checkpoints/", "idempotency/", "runs/")
+    await asyncio.gather(*(unrelated(f"{p}other-{n:04d}.json", n) for p in prefixes for n in range(500)))
+    mine = json.dumps({"thread_id": "crowded"}).encode()  # a background run's callback record
+    await container.upload_blob("callbacks/run-of-crowded.json", mine)
+    monkeypatch.setenv("THREAD_DELETE_SECONDS", "0.000001")
+    pointers = wiring.build_service(wiring.load_settings()).pointers
+    positions: list[object] = []
+    for _ in range(15):  # pages of a few hundred names: about ten calls
+        response = await host.request("DELETE", "/api/threads/crowded")
+        if response.status == 204:
+            break
+        assert response.status == 202
+        position = getattr(await pointers.read("crowded"), "deletion", None)
+        assert position not in positions, f"call {len(positions) + 1} made no progress"
+        positions.append(position)
+    else:
+        pytest.fail("15 calls did not finish deleting the thread")
+    print(f"\n[delete] 1,500 unrelated records, no budget: {len(positions) + 1} calls")
+    assert await _thread_checkpoints("crowded") == []
+    assert await _blobs("callbacks/") == []
+    for prefix in prefixes:
+        assert len([n for n in await _blobs(prefix) if "other-" in n]) == 500, prefix
+    assert (await host.request("GET", "/api/threads/crowded")).status == 404
 
 
 async def test_a_delete_racing_a_turn_never_leaves_half_a_thread(recording: FunctionHost) -> None:

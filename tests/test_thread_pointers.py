@@ -64,6 +64,7 @@ UNPARSEABLE = [b"{not json", b"", b"\xff\xfe", b"[1, 2]", b"null", b"{}"]
 
 def mistyped(head: str) -> list[dict]:
     good = {"thread_id": THREAD, "checkpoint_id": head, "turns": 2, "recent_checkpoint_ids": [head]}
+    tombstone = {**good, "checkpoint_id": None, "turns": 0, "recent_checkpoint_ids": [], "deleting": True}
     return [
         {**good, "checkpoint_id": 5},
         {**good, "checkpoint_id": "../../idempotency/x"},
@@ -74,6 +75,11 @@ def mistyped(head: str) -> list[dict]:
         {**good, "recent_checkpoint_ids": [7]},
         {**good, "thread_id": "someone-else"},
         {key: value for key, value in good.items() if key != "turns"},
+        # A delete's progress: only on a deleting pointer, and only as this app writes it.
+        {**good, "deletion": {"phase": "checkpoints", "token": None, "found": True}},
+        {**tombstone, "deletion": {"phase": "elsewhere", "token": None, "found": True}},
+        {**tombstone, "deletion": {"phase": "runs", "token": "a\nb", "found": True}},
+        {**tombstone, "deletion": {"phase": "runs", "token": None, "found": "yes"}},
     ]
 
 
@@ -108,7 +114,7 @@ async def test_a_pointer_that_does_not_parse_is_thread_unreadable_not_a_new_thre
     await assert_unreadable_everywhere(host, pointer, caplog)
 
 
-@pytest.mark.parametrize("case", range(9))
+@pytest.mark.parametrize("case", range(13))
 async def test_a_pointer_with_wrongly_typed_fields_is_thread_unreadable(
     host: FunctionHost, case: int, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -235,7 +235,7 @@ async def test_the_daily_timer_sweeps_orphans(host: FunctionHost, monkeypatch: p
 
     sweep = host.triggers["sweep_orphan_checkpoints"]
     assert sweep.binding["type"] == "timerTrigger"
-    assert sweep.binding["schedule"] == "0 17 3 * * *"
+    assert sweep.binding["schedule"] == "0 17 * * * *"
     await thread_turn(host, "swept", {"messages": "one"})
     service = composition.build_service(Settings.from_env())
     orphan = await service.store.load((await service.pointers.read("swept")).checkpoint_id)

@@ -133,7 +133,7 @@ async def test_init_indexes_every_trigger_and_advertises_the_streaming_server(
         assert trigger == host.triggers[name].binding
     (timer,) = worker.bindings(TIMER)
     assert timer["type"] == "timerTrigger"
-    assert timer["schedule"] == "0 17 3 * * *"
+    assert timer["schedule"] == "0 17 * * * *"
     assert timer["runOnStartup"] is False
     assert timer == host.triggers[TIMER].binding
 

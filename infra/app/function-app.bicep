@@ -118,6 +118,9 @@ var appSettings = {
   THREAD_DELETE_SECONDS: '20'
   // A turn on an expired thread: refuse (410 once) or restart (a new thread, "thread_created": true).
   THREAD_EXPIRED: 'refuse'
+  // How long one run of the hourly housekeeping timer works before recording where it stopped
+  // (the next run goes on); well inside the 30-minute function timeout.
+  MAINTENANCE_SECONDS: '300'
   WORKFLOW: workflow
   // The model for WORKFLOW=chat-agents: Azure OpenAI as the managed identity (AZURE_CLIENT_ID
   // picks it for DefaultAzureCredential), or an OpenAI-compatible endpoint and key.

@@ -131,7 +131,9 @@ var idleThreadRule = {
 // Idempotency records carry their own TTL (IDEMPOTENCY_TTL_SECONDS, 1 day by default);
 // this rule removes them from storage a day after they stop counting. Background runs'
 // records, event logs (append blobs), pending lists and callback delivery records go the
-// same way: a run's status stays readable for this long after its last change.
+// same way: a run's status stays readable for this long after its last change. So does the
+// housekeeping timer's record, rewritten by every daily pass: if the timer stops, the next
+// pass starts afresh.
 var idempotencyRule = {
   name: 'expire-idempotency-records'
   enabled: true
@@ -147,6 +149,7 @@ var idempotencyRule = {
         '${checkpointContainerName}/runs/'
         '${checkpointContainerName}/run-order/'
         '${checkpointContainerName}/callbacks/'
+        '${checkpointContainerName}/maintenance/'
       ]
     }
     actions: {
