@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from resumable.checkpoint_cache import DEFAULT_CACHE_BYTES
 from resumable.checkpoint_codec import DEFAULT_MAX_CHECKPOINT_BYTES
 from resumable.checkpoint_mac import MacConfigError, MacKey, parse_mac_keys
 from resumable.errors import ConfigurationError
@@ -92,6 +93,8 @@ class Settings:
     callback_max_attempts: int = 20
     callback_max_seconds: int = 86_400
     callback_retry_schedule: tuple[float, ...] = DEFAULT_RETRY_SCHEDULE
+    # Bytes of recently written or read checkpoints kept per instance (0: no cache).
+    checkpoint_cache_bytes: int = DEFAULT_CACHE_BYTES
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -110,7 +113,7 @@ class Settings:
             storage_timeout_seconds=float(_positive_int(env, "STORAGE_TIMEOUT_SECONDS", 10)),
             idempotency_ttl_seconds=_positive_int(env, "IDEMPOTENCY_TTL_SECONDS", 24 * 3600),
             # Several secrets, space- or comma-separated, so a secret can be rotated.
-            webhook_secrets=_webhook_secrets(env),
+            webhook_secrets=_secrets(env, "WEBHOOK_SECRET"),
             webhook_tolerance_seconds=_positive_int(env, "WEBHOOK_TOLERANCE_SECONDS", 300),
             workflow=env.get("WORKFLOW", "").strip() or "default",
             thread_lock_wait_seconds=float(_positive_int(env, "THREAD_LOCK_WAIT_SECONDS", 30)),
@@ -133,6 +136,7 @@ class Settings:
             callback_max_attempts=_positive_int(env, "CALLBACK_MAX_ATTEMPTS", 20),
             callback_max_seconds=_positive_int(env, "CALLBACK_MAX_SECONDS", 86_400),
             callback_retry_schedule=_schedule(env),
+            checkpoint_cache_bytes=_positive_int(env, "CHECKPOINT_CACHE_BYTES", DEFAULT_CACHE_BYTES, minimum=0),
         )
 
 
@@ -210,15 +214,11 @@ def _checkpoint_mac_keys(env: Mapping[str, str]) -> tuple[MacKey, ...]:
         raise SettingsError(f"CHECKPOINT_MAC_KEYS: {exc}") from None
 
 
-def _webhook_secrets(env: Mapping[str, str]) -> tuple[str, ...]:
-    return _secrets(env, "WEBHOOK_SECRET")
-
-
 def _webhook_scheme(env: Mapping[str, str]) -> str:
     """``standard`` without a secret means "signatures off"; naming GitHub or Slack says the
     deliveries are signed, so without a secret to check them nothing may run unsigned."""
     scheme = _choice(env, "WEBHOOK_SCHEME", SCHEMES)
-    if scheme != "standard" and not _webhook_secrets(env):
+    if scheme != "standard" and not _secrets(env, "WEBHOOK_SECRET"):
         raise SettingsError(f"WEBHOOK_SCHEME={scheme} needs WEBHOOK_SECRET (the sender's signing secret).")
     return scheme
 
@@ -287,7 +287,7 @@ def _positive_float(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
-def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+def _positive_int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 1) -> int:
     raw = env.get(name, "").strip()
     if not raw:
         return default
@@ -295,6 +295,6 @@ def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
         value = int(raw)
     except ValueError:
         raise SettingsError(f"{name} must be a whole number, not {raw!r}.") from None
-    if value <= 0:
-        raise SettingsError(f"{name} must be positive.")
+    if value < minimum:
+        raise SettingsError(f"{name} must be positive." if minimum == 1 else f"{name} must be at least {minimum}.")
     return value

@@ -12,6 +12,7 @@ from typing import Any
 
 from azure.storage.blob.aio import ContainerClient
 
+from resumable import checkpoint_cache
 from resumable.blob_store import BlobCheckpointStorage
 from resumable.checkpoint_codec import CheckpointCodec
 from resumable.checkpoint_mac import CheckpointMac
@@ -63,8 +64,9 @@ def build_service(settings: Settings) -> RunService:
     except UnsafeAllowlist as exc:  # CHECKPOINT_ALLOWED_TYPES or checkpoint_types names a non-data class
         raise SettingsError(f"checkpoint allowlist: {exc}") from exc
     container = container_for(settings)
-    store = BlobCheckpointStorage(container, codec, CheckpointMac(settings.checkpoint_mac_keys))
-    return RunService(store, spec, ThreadPointers(container))
+    checkpoints, heads = checkpoint_cache.shared(settings.checkpoint_cache_bytes)
+    store = BlobCheckpointStorage(container, codec, CheckpointMac(settings.checkpoint_mac_keys), checkpoints)
+    return RunService(store, spec, ThreadPointers(container, heads))
 
 
 def idempotency_store(settings: Settings, service: RunService, *, ttl_seconds: int) -> IdempotencyStore:

@@ -16,6 +16,8 @@ before the body is parsed (``checkpoint_mac.py``).
 from __future__ import annotations
 
 import logging
+import time
+from typing import Any
 from urllib.parse import quote, unquote
 
 from agent_framework import WorkflowCheckpoint
@@ -24,6 +26,7 @@ from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob.aio import ContainerClient
 
 from . import layout, tracing
+from .checkpoint_cache import CachedBlob, CheckpointCache
 from .checkpoint_codec import CheckpointCodec
 from .checkpoint_gate import cpu, transfer_slot
 from .checkpoint_info import CheckpointInfo, checkpoint_status
@@ -94,10 +97,20 @@ class BlobCheckpointStorage:
     class itself, so that a failed save is an error rather than a logged warning.
     """
 
-    def __init__(self, container: ContainerClient, codec: CheckpointCodec, mac: CheckpointMac | None = None) -> None:
+    def __init__(
+        self,
+        container: ContainerClient,
+        codec: CheckpointCodec,
+        mac: CheckpointMac | None = None,
+        cache: CheckpointCache | None = None,
+    ) -> None:
         self.container = container
         self.codec = codec
         self.mac = mac or CheckpointMac(())
+        # Recently written or read blobs, this process's (``checkpoint_cache.py`` says when
+        # it may answer); None: every load downloads.
+        self.cache = cache
+        self._scope = container.url
         # Sizes of the checkpoints this store loaded: a resumed checkpoint's size predicts
         # its successor's, so a large one is encoded off the event loop too.
         self._loaded_sizes: dict[str, int] = {}
@@ -127,8 +140,9 @@ class BlobCheckpointStorage:
                 data, tag = await cpu(expected, self._encode_and_sign, checkpoint)
                 span.set_attribute("checkpoint.encode_ms", watch.ms)
                 span.set_attribute("checkpoint.size_bytes", len(data))
-                metadata = _metadata_for(checkpoint, thread_id, replaced_head)
-                await self._upload_create_only(name, data, {**metadata, **tag})
+                metadata = {**_metadata_for(checkpoint, thread_id, replaced_head), **tag}
+                await self._upload_create_only(name, data, metadata)
+            self._remember(checkpoint.checkpoint_id, data, metadata, thread_id, time.time())
         logger.info(
             "checkpoint saved",
             extra={
@@ -166,6 +180,8 @@ class BlobCheckpointStorage:
         await create_container_if_missing(self.container)
 
     async def delete(self, checkpoint_id: str) -> bool:
+        if self.cache is not None:
+            self.cache.forget(self._scope, checkpoint_id)
         with storage_unavailable_on_failure("delete"):
             try:
                 await self.container.delete_blob(blob_name(checkpoint_id))
@@ -175,23 +191,44 @@ class BlobCheckpointStorage:
 
     # -- reads --------------------------------------------------------------------
 
-    async def load(self, checkpoint_id: str) -> WorkflowCheckpoint:
-        """Download and decode one checkpoint: one GET, capped at the codec's size limit."""
+    async def load(self, checkpoint_id: str, *, head_of: str | None = None) -> WorkflowCheckpoint:
+        """Download and decode one checkpoint: one GET, capped at the codec's size limit.
+
+        Or none, when the cache holds it and may answer: by ID for a checkpoint of no
+        thread, or (``head_of``) as the head of that thread, for a turn that commits by a
+        compare-and-swap on the pointer that named it. Either way it is verified and decoded.
+        """
         name = blob_name(checkpoint_id)
         with tracing.phase("checkpoint.load", {"checkpoint.id": checkpoint_id}) as span:
+            cached = None if self.cache is None else self.cache.find(self._scope, checkpoint_id, head_of=head_of)
+            span.set_attribute("checkpoint.cached", cached is not None)
+            if cached is not None:
+                return await self._decode(span, checkpoint_id, cached.data, cached.metadata)
             async with transfer_slot():
                 try:
-                    blob = self.container.get_blob_client(name)
-                    data, props = await download_capped(blob, self.codec.max_bytes + 1)
+                    data, props = await download_capped(self.container.get_blob_client(name), self.codec.max_bytes + 1)
                 except ResourceNotFoundError as exc:
                     raise BlobCheckpointNotFound(f"Checkpoint '{checkpoint_id}' was not found.") from exc
-                span.set_attribute("checkpoint.size_bytes", len(data))
-                self._loaded_sizes[checkpoint_id] = len(data)
-                watch = tracing.Stopwatch()
                 metadata = dict(props.metadata or {})
-                checkpoint = await cpu(len(data), self._verify_and_decode, data, metadata, checkpoint_id)
-            span.set_attribute("checkpoint.decode_ms", watch.ms)
+                checkpoint = await self._decode(span, checkpoint_id, data, metadata)
+            created = props.creation_time.timestamp() if props.creation_time else 0.0
+            self._remember(checkpoint_id, data, metadata, metadata.get("thread_id") or None, created)
             return checkpoint
+
+    async def _decode(self, span: Any, checkpoint_id: str, data: bytes, metadata: dict[str, str]) -> WorkflowCheckpoint:
+        span.set_attribute("checkpoint.size_bytes", len(data))
+        self._loaded_sizes[checkpoint_id] = len(data)
+        watch = tracing.Stopwatch()
+        checkpoint = await cpu(len(data), self._verify_and_decode, data, metadata, checkpoint_id)
+        span.set_attribute("checkpoint.decode_ms", watch.ms)
+        return checkpoint
+
+    def _remember(
+        self, checkpoint_id: str, data: bytes, metadata: dict[str, str], thread: str | None, at: float
+    ) -> None:
+        """Keep a blob just written or read (only once storage confirmed it)."""
+        if self.cache is not None:
+            self.cache.put(self._scope, checkpoint_id, CachedBlob(data, metadata, thread, at, time.monotonic()))
 
     def _verify_and_decode(self, data: bytes, metadata: dict[str, str], checkpoint_id: str) -> WorkflowCheckpoint:
         """The MAC first: a blob this app did not write is refused before it is parsed."""

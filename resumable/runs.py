@@ -54,6 +54,9 @@ class AfterSave(Protocol):
     thread_id: str
     # The head this checkpoint replaces without descending from it (a fork), else None.
     replaced_head: str | None
+    # The thread whose head the turn resumes from and commits over by compare-and-swap
+    # (what lets the cache answer for that head), else None.
+    head_of: str | None
 
     async def after_save(self, checkpoint_id: str) -> None: ...
 
@@ -97,11 +100,11 @@ class RunService:
         self.spec = spec
         self.pointers = pointers
 
-    async def _prepare(self, request: RunRequest) -> PreparedRun:
+    async def _prepare(self, request: RunRequest, head: AfterSave | None = None) -> PreparedRun:
         """Load and validate the checkpoint and hydrate a fresh workflow; run nothing."""
         checkpoint: WorkflowCheckpoint | None = None
         if request.checkpoint_id is not None:
-            checkpoint = await self.store.load(request.checkpoint_id)
+            checkpoint = await self.store.load(request.checkpoint_id, head_of=head.head_of if head else None)
         return await prepare_run(self.spec.build(), checkpoint, request.turn, stream=request.stream)
 
     async def _save(
@@ -184,7 +187,7 @@ class RunService:
         self, request: RunRequest, *, head: AfterSave | None = None, before_commit: CommitHook | None = None
     ) -> bytes:
         """Run the call to completion; return the exact response bytes."""
-        run = await self._prepare(request)
+        run = await self._prepare(request, head)
         collector = ResultCollector()
         async with aclosing(run.events()) as events:
             async for event in events:
@@ -205,7 +208,7 @@ class RunService:
         pre-run checks) is decided before this returns, so it still becomes a plain
         HTTP error. Failures after that arrive as an ``error`` event.
         """
-        run = await self._prepare(request)
+        run = await self._prepare(request, head)
         events = run.events()
         try:
             first = await anext(events)  # the run's `started` event: pre-run checks passed

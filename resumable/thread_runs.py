@@ -16,12 +16,20 @@ import asyncio
 import dataclasses
 import logging
 import random
+import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import CheckpointNotFound, CheckpointNotInThread, ResumeError, ThreadBusy, ThreadExpired
+from .errors import (
+    CheckpointNotFound,
+    CheckpointNotInThread,
+    ResumeError,
+    ThreadBusy,
+    ThreadExpired,
+    ThreadUnreadable,
+)
 from .runs import CommitHook, Event, RunRequest, RunService
 from .threads import ThreadHead, ThreadHeld, ThreadLocks, expired
 
@@ -69,10 +77,15 @@ class _TurnCommit:
         checkpoint names it, so what was once a head stays reachable for the sweep."""
         return self.head.checkpoint_id if self.start != self.head.checkpoint_id else None
 
+    @property
+    def head_of(self) -> str | None:
+        """The thread, when the turn resumes from the very head its swap is conditioned on."""
+        return self.thread_id if self.start is not None and self.start == self.head.checkpoint_id else None
+
     async def after_save(self, checkpoint_id: str) -> None:
         try:
             await self.service.pointers.advance(self.head, checkpoint_id)
-        except ThreadBusy:
+        except (ThreadBusy, ThreadUnreadable):  # the pointer is not ours: nothing was committed
             try:
                 await self.service.store.delete(checkpoint_id)
             except ResumeError:
@@ -183,6 +196,9 @@ class ThreadRunner:
         for attempt in range(attempts):
             try:
                 async with self._hold(deadline):
+                    warm = await self._on_cached_head(request, before_commit)
+                    if warm is not None:
+                        return warm
                     head, turn = await self._at_head(request)
                     async with self._expired_if_gone(head):
                         return await self.service.run_to_json(
@@ -195,6 +211,34 @@ class ThreadRunner:
                     raise
             await asyncio.sleep(_backoff(attempt))
         raise AssertionError("unreachable")
+
+    async def _on_cached_head(self, request: RunRequest, before_commit: CommitHook | None) -> bytes | None:
+        """A JSON turn on the head this process last saw, without reading the pointer: the
+        compare-and-swap on that pointer version is what proves it is still the head.
+
+        None when there is no such head, or when it proved stale (the swap failed on a
+        change older than this turn, or the head is gone): the caller then reads the
+        pointer and runs the turn as if the cache had not been there. A change made while
+        this turn ran is a race like any other (``ThreadBusy``). Streams never start here:
+        a stream whose swap fails has already sent its events.
+        """
+        head = self.service.pointers.cached(self.thread_id)
+        if head is None or request.fork_from is not None or head.deleting or head.checkpoint_id is None:
+            return None
+        started = time.time()
+        turn = dataclasses.replace(request, checkpoint_id=head.checkpoint_id)
+        commit = _TurnCommit(self.service, head, head.checkpoint_id)
+        try:
+            return await self.service.run_to_json(turn, head=commit, before_commit=before_commit)
+        except CheckpointNotFound:
+            return None
+        except ThreadBusy:
+            now = self.service.pointers.cached(self.thread_id)  # as read after the failed swap
+            # A pointer changed before this turn began: without the cache the turn would have
+            # read it. A pointer gone (a thread deleted) could have gone at any time: a race.
+            if now is not None and now.etag is not None and now.etag != head.etag and (now.updated_at or 0.0) < started:
+                return None
+            raise
 
     async def open_stream(
         self, request: RunRequest, *, before_commit: CommitHook | None = None, cleanup: AsyncExitStack | None = None

@@ -29,6 +29,7 @@ from azure.storage.blob.aio import ContainerClient
 from . import layout, tracing
 from .blob_records import BlobRecords, RecordConflict, RecordUnreadable
 from .blob_store import BlobCheckpointStorage
+from .checkpoint_cache import HeadCache
 from .delete_progress import BadProgress, DeleteProgress
 from .errors import (
     CheckpointNotFound,
@@ -133,8 +134,21 @@ def parse_pointer(thread_id: str, data: object, etag: str) -> ThreadHead:
 
 
 class ThreadPointers:
-    def __init__(self, container: ContainerClient) -> None:
+    def __init__(self, container: ContainerClient, heads: HeadCache | None = None) -> None:
         self._records = BlobRecords(container, PREFIX)
+        # The pointer as this process last read or wrote it: a JSON turn commits on it by
+        # compare-and-swap without reading first (``thread_runs``); None: always read.
+        self._heads = heads
+        self._scope = container.url
+
+    def cached(self, thread_id: str) -> ThreadHead | None:
+        """The pointer as this process last read or wrote it, if recent; it may be stale."""
+        return None if self._heads is None else self._heads.get(self._scope, thread_id)
+
+    def _seen(self, head: ThreadHead) -> ThreadHead:
+        if self._heads is not None:
+            self._heads.put(self._scope, head.thread_id, head)
+        return head
 
     async def read(self, thread_id: str) -> ThreadHead:
         """The pointer, an empty head if there is none, or ``ThreadUnreadable``."""
@@ -144,8 +158,8 @@ class ThreadPointers:
         except RecordUnreadable as exc:
             raise _unreadable(thread_id, str(exc)) from exc
         if record is None:
-            return ThreadHead(thread_id, None, 0, (), None)
-        return parse_pointer(thread_id, record.data, record.etag)
+            return self._seen(ThreadHead(thread_id, None, 0, (), None))
+        return self._seen(parse_pointer(thread_id, record.data, record.etag))
 
     async def advance(self, head: ThreadHead, checkpoint_id: str) -> ThreadHead:
         """Point the thread at ``checkpoint_id`` iff it still points where ``head`` says."""
@@ -164,7 +178,7 @@ class ThreadPointers:
             if isinstance(exc, RecordConflict):
                 raise ThreadBusy("Another turn advanced this thread first; this turn was not applied.") from exc
             raise
-        return dataclasses.replace(moved, etag=etag)
+        return self._seen(dataclasses.replace(moved, etag=etag))
 
     async def _write(self, head: ThreadHead, data: dict[str, Any]) -> str:
         """Create the pointer (no ETag) or replace it (ETag); the new ETag, or ``RecordConflict``."""
@@ -191,12 +205,14 @@ class ThreadPointers:
             etag = await self._write(head, head.record())
         except RecordConflict:
             return None
-        return dataclasses.replace(head, etag=etag)
+        return self._seen(dataclasses.replace(head, etag=etag))
 
     async def remove(self, head: ThreadHead) -> bool:
         """Delete the pointer iff it is still exactly ``head`` (its ETag); False otherwise."""
         if head.etag is None:
             return False
+        if self._heads is not None:
+            self._heads.forget(self._scope, head.thread_id)
         return await self._records.delete(head.thread_id, head.etag)
 
     async def forget_expired(self, head: ThreadHead) -> bool:

@@ -43,8 +43,9 @@ async def thread_turn(host: FunctionHost, text: str, **extra) -> dict:
 
 
 async def test_turn_two_sees_turn_one_after_a_checkpoint_round_trip(
-    host: FunctionHost, model: FakeOpenAI, ops: OperationCounter
+    host: FunctionHost, model: FakeOpenAI, ops: OperationCounter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("CHECKPOINT_CACHE_BYTES", "0")  # a cold instance: turn two reads what turn one stored
     first = await thread_turn(host, "My name is Ada.")
     assert first["messages"] == [{"role": "assistant", "content": "reviewer: reply; user said: My name is Ada."}]
     ops.reset()

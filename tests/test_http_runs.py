@@ -135,7 +135,10 @@ async def test_checkpoint_only_continues_pending_work(host: FunctionHost) -> Non
 # -- atomicity and storage cost ----------------------------------------------------
 
 
-async def test_a_resume_costs_one_blob_read_and_one_blob_write(recording: FunctionHost, ops: OperationCounter) -> None:
+async def test_a_resume_costs_one_blob_read_and_one_blob_write(
+    recording: FunctionHost, ops: OperationCounter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHECKPOINT_CACHE_BYTES", "0")  # a cold instance (test_checkpoint_cache: a warm one)
     first = await turn(recording, "one")
     ops.reset()
     second = await turn(recording, "two", first["checkpoint_id"])

@@ -252,9 +252,12 @@ async def test_every_claim_write_whose_answer_was_lost_still_counts(
     assert calls == recording_workflow.CALLS
 
 
-async def test_a_keyed_resume_costs_four_operations_and_a_replay_two(host: FunctionHost, ops: OperationCounter) -> None:
+async def test_a_keyed_resume_costs_four_operations_and_a_replay_two(
+    host: FunctionHost, ops: OperationCounter, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Claim, read the checkpoint, save it (carrying the response), complete: no
     ``committing`` write for a call whose commit is the checkpoint it creates."""
+    monkeypatch.setenv("CHECKPOINT_CACHE_BYTES", "0")  # a cold instance: the checkpoint is read
     start = await (await host.request("POST", URL, json_body={"messages": "hello"})).json()
     body = {"checkpoint_id": start["checkpoint_id"], "messages": "again"}
     ops.reset()

@@ -16,6 +16,7 @@ from devtools.function_host import FunctionHost
 from devtools.op_counter import OperationCounter
 from functions_adapter import wiring
 from functions_adapter.authorizers import thread_prefix
+from resumable import checkpoint_cache
 from resumable.ids import validate_id
 from tests import recording_workflow
 
@@ -462,6 +463,7 @@ async def test_a_delete_racing_a_turn_never_leaves_half_a_thread(recording: Func
 async def test_an_expired_thread_restarts_with_thread_created_when_configured(
     host: FunctionHost, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(checkpoint_cache, "RETENTION_SAFE_SECONDS", 0.0)  # idle a day: no cache answers
     await _turn(host, "idle", "one")
     head = (await _turn(host, "idle", "two"))[1]["checkpoint_id"]
     container = wiring.container_for(wiring.load_settings())

@@ -15,6 +15,7 @@ from devtools.function_host import FunctionHost
 from functions_adapter import maintenance
 from functions_adapter import wiring as composition
 from functions_adapter.settings import Settings
+from resumable import checkpoint_cache
 
 THREAD = "conv"
 
@@ -154,8 +155,11 @@ async def test_a_stray_blob_under_threads_does_not_abort_the_sweep(
 # -- expired threads: the head is gone (retention), the pointer is not (yet) ----------
 
 
-async def expire_head(host: FunctionHost) -> str:
-    """What a lifecycle rule can leave behind: the pointer is there, its head is deleted."""
+async def expire_head(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> str:
+    """What a lifecycle rule can leave behind: the pointer is there, its head is deleted.
+    Retention deletes only what was idle for a day; a checkpoint that old is one no cache
+    answers for, so the test makes every checkpoint that old."""
+    monkeypatch.setattr(checkpoint_cache, "RETENTION_SAFE_SECONDS", 0.0)
     head = await two_turns(host)
     await service().store.container.delete_blob(f"checkpoints/{head}.json")
     return head
@@ -163,9 +167,9 @@ async def expire_head(host: FunctionHost) -> str:
 
 @pytest.mark.parametrize("stream", [False, True])
 async def test_a_turn_on_an_expired_thread_is_410_then_the_thread_starts_afresh(
-    host: FunctionHost, stream: bool
+    host: FunctionHost, stream: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    head = await expire_head(host)
+    head = await expire_head(host, monkeypatch)
     status, body = await turn(host, THREAD, "three", stream=stream)
     assert (status, body["error"]["code"]) == (410, "thread_expired")
     assert head not in json.dumps(body), "the caller never named that checkpoint"
@@ -177,15 +181,17 @@ async def test_a_turn_on_an_expired_thread_is_410_then_the_thread_starts_afresh(
     assert (thread["checkpoint_id"], thread["turns"]) == (body["checkpoint_id"], 1)
 
 
-async def test_get_on_an_expired_thread_says_expired(host: FunctionHost) -> None:
-    await expire_head(host)
+async def test_get_on_an_expired_thread_says_expired(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    await expire_head(host, monkeypatch)
     got = await host.request("GET", f"/api/threads/{THREAD}")
     assert (got.status, (await got.json())["error"]["code"]) == (410, "thread_expired")
 
 
-async def test_an_expired_thread_is_not_removed_if_its_pointer_moved_meanwhile(host: FunctionHost) -> None:
+async def test_an_expired_thread_is_not_removed_if_its_pointer_moved_meanwhile(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The stale pointer is deleted only if it is still the one that named the missing head."""
-    await expire_head(host)
+    await expire_head(host, monkeypatch)
     pointers = service().pointers
     stale = await pointers.read(THREAD)
     # Another worker already removed the stale pointer and started the thread again.

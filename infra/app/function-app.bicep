@@ -93,6 +93,7 @@ var appSettings = {
   CHECKPOINT_MAC_KEYS: empty(checkpointMacKeysSecretUri) ? '' : '@Microsoft.KeyVault(SecretUri=${checkpointMacKeysSecretUri})'
   MAX_REQUEST_BYTES: '1048576'
   MAX_CHECKPOINT_BYTES: '4194304'
+  CHECKPOINT_CACHE_BYTES: '134217728'
   MAX_MESSAGES: '100'
   MAX_MESSAGE_CHARS: '32000'
   MAX_RESPONSES: '100'

@@ -1,0 +1,149 @@
+"""A warm instance's memory: recently written or read checkpoints, and thread heads.
+
+Checkpoints are immutable and create-only, so a copy kept by ID never goes stale. What
+can change is whether the checkpoint still *exists*, and the cache must never answer for
+one that another instance could no longer read. The app removes checkpoints in three
+ways, and the rule follows them:
+
+* **Retention** deletes a blob idle (unread) for ``checkpointRetentionDays`` (at least a
+  day, and at least a day after it was created). The cache answers only for checkpoints
+  created less than ``RETENTION_SAFE_SECONDS`` (23 h) ago.
+* **Deleting a thread**, and the sweeps of checkpoints no thread reaches, remove only
+  checkpoints tagged with a thread, and each first rewrites the thread's pointer. By ID
+  (``/api/runs``, a fork, a background run) the cache answers only for checkpoints of no
+  thread; a thread turn may take its head from the cache only when it commits by a
+  compare-and-swap on the very pointer version that named that head, which fails if a
+  delete or a sweep rewrote it meanwhile.
+* Nothing else deletes checkpoints. A blob deleted by hand, behind the app's back, is
+  seen by every instance within ``FRESH_SECONDS`` (5 min): an entry answers only that
+  long after this instance last wrote or read the blob in storage (hits do not extend it).
+
+What is kept is the blob as stored (its bytes and metadata, the MAC's tag among them),
+not the decoded checkpoint: every use goes through the same MAC check and guarded
+decoder as a download, under the settings of the request that uses it, and no two
+requests ever share a mutable checkpoint. Decoding is cheap next to a storage round trip
+(about 0.05 ms for 20 KB); copying decoded state for each user would cost as much.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+# Flex Consumption instances have 2 GB (or 512 MB, or 4 GB): 128 MiB holds thousands of
+# typical (2-50 KB) checkpoints and leaves room for a burst of large ones in flight.
+DEFAULT_CACHE_BYTES = 128 * 1024 * 1024
+FRESH_SECONDS = 300.0
+RETENTION_SAFE_SECONDS = 23 * 3600.0
+MAX_HEADS = 10_000
+_V = TypeVar("_V")
+
+
+@dataclass(frozen=True, slots=True)
+class CachedBlob:
+    """A checkpoint blob as stored, and when storage last vouched for it."""
+
+    data: bytes
+    metadata: dict[str, str]
+    thread_id: str | None
+    created: float  # epoch seconds: when the blob was created
+    seen: float  # time.monotonic() of this instance's last write or read of it in storage
+
+    def usable(self) -> bool:
+        return time.monotonic() - self.seen < FRESH_SECONDS and time.time() - self.created < RETENTION_SAFE_SECONDS
+
+
+class _Lru(Generic[_V]):
+    """An LRU map bounded by a total cost."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.size = 0
+        self._items: OrderedDict[tuple[str, str], tuple[_V, int]] = OrderedDict()
+
+    def get(self, key: tuple[str, str]) -> _V | None:
+        found = self._items.get(key)
+        if found is None:
+            return None
+        self._items.move_to_end(key)
+        return found[0]
+
+    def put(self, key: tuple[str, str], value: _V, cost: int) -> None:
+        self.pop(key)
+        if cost > self.capacity // 4:  # one huge entry would flush everything else
+            return
+        self._items[key] = (value, cost)
+        self.size += cost
+        while self.size > self.capacity:
+            _, (_, dropped) = self._items.popitem(last=False)
+            self.size -= dropped
+
+    def pop(self, key: tuple[str, str]) -> None:
+        found = self._items.pop(key, None)
+        if found is not None:
+            self.size -= found[1]
+
+
+class CheckpointCache:
+    """Checkpoint blobs by (container URL, checkpoint ID), bounded in bytes."""
+
+    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+        self._blobs: _Lru[CachedBlob] = _Lru(max_bytes)
+        self.hits = self.misses = 0
+
+    def resize(self, max_bytes: int) -> None:
+        if max_bytes != self._blobs.capacity:
+            self._blobs = _Lru(max_bytes)
+
+    def put(self, scope: str, checkpoint_id: str, blob: CachedBlob) -> None:
+        if self._blobs.capacity:
+            self._blobs.put((scope, checkpoint_id), blob, len(blob.data) + 512)
+
+    def find(self, scope: str, checkpoint_id: str, *, head_of: str | None) -> CachedBlob | None:
+        """The blob, if the rule above lets the cache answer: by ID (``head_of`` None) only
+        for a checkpoint of no thread; as the head of ``head_of`` only for that thread's."""
+        blob = self._blobs.get((scope, checkpoint_id))
+        if blob is None or not blob.usable() or blob.thread_id != head_of:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return blob
+
+    def forget(self, scope: str, checkpoint_id: str) -> None:
+        self._blobs.pop((scope, checkpoint_id))
+
+
+class HeadCache:
+    """Each thread's pointer as this instance last read or wrote it (with its ETag), so a
+    turn can commit by compare-and-swap without reading it first; a stale one fails the
+    swap, and the turn then reads the pointer and runs again."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self._heads: _Lru[tuple[Any, float]] = _Lru(MAX_HEADS)
+
+    def get(self, scope: str, thread_id: str) -> Any | None:
+        found = self._heads.get((scope, thread_id)) if self.enabled else None
+        if found is None or time.monotonic() - found[1] >= FRESH_SECONDS:
+            return None
+        return found[0]
+
+    def put(self, scope: str, thread_id: str, head: Any) -> None:
+        if self.enabled:
+            self._heads.put((scope, thread_id), (head, time.monotonic()), 1)
+
+    def forget(self, scope: str, thread_id: str) -> None:
+        self._heads.pop((scope, thread_id))
+
+
+_checkpoints = CheckpointCache()
+_heads = HeadCache()
+
+
+def shared(max_bytes: int) -> tuple[CheckpointCache, HeadCache]:
+    """This process's caches, sized by ``CHECKPOINT_CACHE_BYTES`` (0 turns both off)."""
+    _checkpoints.resize(max_bytes)
+    _heads.enabled = max_bytes > 0
+    return _checkpoints, _heads
