@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import resource
@@ -55,6 +56,25 @@ class Ticker:
             await self._task
 
 
+class GcPauses:
+    """The longest garbage-collector pause while attached (``gc.callbacks``): a pause holds
+    the GIL, so it shows up as loop lag that no callback accounts for."""
+
+    def __init__(self) -> None:
+        self.longest_ms = 0.0
+        self._started = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.longest_ms = max(self.longest_ms, (time.perf_counter() - self._started) * 1000)
+
+    def detach(self) -> None:
+        gc.callbacks.remove(self._callback)
+
+
 def _rss_mib() -> float:
     with open("/proc/self/status") as status:
         for line in status:
@@ -92,6 +112,7 @@ async def _child(state_bytes: int, concurrency: int, supersteps: int) -> dict[st
             await post({"checkpoint_id": base, "messages": "concurrent"})
             return (time.perf_counter() - started) * 1000
 
+        pauses = GcPauses()
         ticker = Ticker()
         ticker.start()
         await asyncio.sleep(TICK_S * 2)
@@ -99,6 +120,7 @@ async def _child(state_bytes: int, concurrency: int, supersteps: int) -> dict[st
         latencies = sorted(await asyncio.gather(*(one() for _ in range(concurrency))))
         wall = time.perf_counter() - started
         await ticker.stop()
+        pauses.detach()
     finally:
         await storage_client.close_all()
     p50 = statistics.median(latencies)
@@ -110,6 +132,7 @@ async def _child(state_bytes: int, concurrency: int, supersteps: int) -> dict[st
         "p99_ms": p99,
         "throughput": concurrency / wall,
         "worst_lag_ms": ticker.worst_ms,
+        "longest_gc_ms": pauses.longest_ms,
         "ticks": ticker.ticks,
         "rss_before_mib": before,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,

@@ -203,7 +203,8 @@ class BlobCheckpointStorage:
             cached = None if self.cache is None else self.cache.find(self._scope, checkpoint_id, head_of=head_of)
             span.set_attribute("checkpoint.cached", cached is not None)
             if cached is not None:
-                return await self._decode(span, checkpoint_id, cached.data, cached.metadata)
+                async with transfer_slot():  # no transfer, but the same decode and memory to bound
+                    return await self._decode(span, checkpoint_id, cached.data, cached.metadata)
             async with transfer_slot():
                 try:
                     data, props = await download_capped(self.container.get_blob_client(name), self.codec.max_bytes + 1)
