@@ -139,8 +139,14 @@ async def _child(state_bytes: int, concurrency: int, supersteps: int) -> dict[st
     }
 
 
-def measure(state_bytes: int, concurrency: int, supersteps: int = 5) -> dict[str, Any]:
-    """One measurement in a fresh interpreter (the current environment's Azurite and settings)."""
+def measure(
+    state_bytes: int, concurrency: int, supersteps: int = 5, *, cache_bytes: int | None = None
+) -> dict[str, Any]:
+    """One measurement in a fresh interpreter (the current environment's Azurite and settings);
+    ``cache_bytes`` sets ``CHECKPOINT_CACHE_BYTES`` (None: the default)."""
+    env = {**os.environ, "CHECKPOINT_CONTAINER": "bench-lag", "WORKFLOW": "bench-chain"}
+    if cache_bytes is not None:
+        env["CHECKPOINT_CACHE_BYTES"] = str(cache_bytes)
     done = subprocess.run(
         [
             sys.executable,
@@ -151,7 +157,7 @@ def measure(state_bytes: int, concurrency: int, supersteps: int = 5) -> dict[str
             f"--supersteps={supersteps}",
         ],
         cwd=ROOT,
-        env={**os.environ, "CHECKPOINT_CONTAINER": "bench-lag", "WORKFLOW": "bench-chain"},
+        env=env,
         capture_output=True,
         text=True,
         check=False,
