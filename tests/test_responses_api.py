@@ -20,7 +20,7 @@ from openai import OpenAI
 
 from devtools.function_host import FunctionHost
 from functions_adapter.signatures import sign
-from tests.serving import Serving, serving
+from tests.serving import ROOT, Serving, serving
 
 ORDER = [
     "response.created",
@@ -311,3 +311,17 @@ async def test_signatures_and_webhook_ids_work_as_on_the_runs_routes(
     # The same delivery again (a sender's retry): the first response, not a second run.
     again = await host.request("POST", "/api/responses", body=body, headers=signed(body, "msg_1"))
     assert await again.body() == await first.body()
+
+
+def test_the_readme_example_runs_as_written(
+    client: OpenAI, served: Serving, capsys: pytest.CaptureFixture[str]
+) -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("### OpenAI Responses API", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert len(code.strip().splitlines()) <= 10
+    exec(code.replace("http://127.0.0.1:7071/api", served.base), {})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == 'turn 2: you said "What is my name?". Earlier you said: "My name is Ada."'
+    assert printed[1] == "0 response.created" and printed[-2] == "8 response.completed"
+    assert printed[-1] in ("queued", "in_progress", "completed")
