@@ -44,6 +44,8 @@ _STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 class ResponseCommit:
+    """Renders the response at the commit point, stores it after, settles the key's claim."""
+
     def __init__(
         self, base: dict[str, Any], claim: HeldClaim | None, record: RunRecord, records: RunRecords | None
     ) -> None:
@@ -78,17 +80,17 @@ class ResponseCommit:
         try:
             final = self._render(body)
             if self._records is not None:
-                await self._store(body)
+                await self._store(self._records, body)
             if self._claim is not None:
                 await self._claim.succeeded(final)
         finally:
             self.settled.set()
 
-    async def _store(self, result: bytes) -> None:
+    async def _store(self, records: RunRecords, result: bytes) -> None:
         stored = self._record.finished(rr.SUCCEEDED, result=result)
         stored = dataclasses.replace(stored, started_at=self._record.created_at, finished_at=self._completed_at)
         try:
-            await self._records.create(stored)  # type: ignore[union-attr]
+            await records.create(stored)
         except (ResumeError, RecordConflict):
             logger.error("Response %s committed but could not be stored: it cannot be retrieved", self._record.run_id)
 

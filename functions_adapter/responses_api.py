@@ -165,7 +165,7 @@ async def _respond(create: _Create) -> Response:
         checkpoint_id=turn.request.checkpoint_id,
     )
     commit = ResponseCommit(base, claim, record, RunRecords(container_for(settings)) if parsed.store else None)
-    owner = RunOwner(turn.runner, turn.request, claim=commit)  # type: ignore[arg-type]
+    owner = RunOwner(turn.runner, turn.request, claim=commit)  # the claim it settles: see ResponseCommit
     if parsed.stream:
         events = await owner.stream(keepalive_seconds=settings.sse_keepalive_seconds)
         return event_stream(live_frames(ResponseEvents(base), events, commit, base))
