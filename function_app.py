@@ -9,7 +9,7 @@ import gc
 import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response
 
-from functions_adapter import maintenance, queue_triggers, telemetry
+from functions_adapter import maintenance, queue_triggers, responses_api, telemetry
 from functions_adapter import routes as http_api
 
 telemetry.configure()
@@ -86,6 +86,36 @@ async def put_thread_metadata(req: Request) -> Response:
 async def get_checkpoint(req: Request) -> Response:
     """A checkpoint's metadata and lineage (never its state)."""
     return await http_api.handle_get_checkpoint(req, req.path_params.get("checkpoint_id", ""))
+
+
+@app.route(route="responses", methods=["POST"])
+async def responses(req: Request) -> Response:
+    """OpenAI Responses API: a turn (new, continued, or on a conversation), as a response."""
+    return await responses_api.handle_create(req)
+
+
+@app.route(route="responses/{response_id}", methods=["GET"])
+async def get_response(req: Request) -> Response:
+    """A stored response; with ``?stream=true``, its events (``starting_after=N``), then live."""
+    return await responses_api.handle_get(req, req.path_params.get("response_id", ""))
+
+
+@app.route(route="responses/{response_id}", methods=["DELETE"])
+async def delete_response(req: Request) -> Response:
+    """Delete a finished response (its record); the checkpoint it saved stays."""
+    return await responses_api.handle_delete(req, req.path_params.get("response_id", ""))
+
+
+@app.route(route="responses/{response_id}/cancel", methods=["POST"])
+async def cancel_response(req: Request) -> Response:
+    """Cancel a background response: a queued one never starts, a running one commits nothing."""
+    return await responses_api.handle_cancel(req, req.path_params.get("response_id", ""))
+
+
+@app.route(route="responses/{response_id}/input_items", methods=["GET"])
+async def response_input_items(req: Request) -> Response:
+    """The input a response was created with, a page at a time."""
+    return await responses_api.handle_input_items(req, req.path_params.get("response_id", ""))
 
 
 @app.timer_trigger(schedule="0 17 * * * *", arg_name="timer", run_on_startup=False)

@@ -23,7 +23,7 @@ from resumable.background import terminal_event
 from resumable.errors import InvalidRequest, ServerMisconfigured
 from resumable.idempotency import fingerprint
 from resumable.record_store import Stored
-from resumable.run_accept import Accepted, AcceptRequest, Callback, Dedupe, RunAcceptor
+from resumable.run_accept import Accepted, AcceptRequest, Callback, Dedupe, RenderAccepted, RunAcceptor
 from resumable.run_control import RunControl
 from resumable.run_events import EventReader
 from resumable.run_records import RunRecord, RunRecords
@@ -63,17 +63,9 @@ def accepted_response(accepted: Accepted, *, async_preferred: bool) -> Response:
 
 async def accept(request: Request, body: bytes, turn: Turn, *, settings: Settings, dedupe: Any) -> Response:
     """Queue the run and answer 202, refuse it as a synchronous call would, or replay."""
-    queue = run_queue(settings)
     thread_id, checkpoint_id = turn.thread_id, turn.request.checkpoint_id
-    container = container_for(settings)
-    keys = None
-    if dedupe is not None:
-        keys = idempotency_store(settings, build_service(settings), ttl_seconds=dedupe.ttl_seconds)
-    carrier: dict[str, str] = {}
-    propagate.inject(carrier)
 
     def render(run_id: str, created_at: float) -> bytes:
-        trace.get_current_span().set_attribute("run_id", run_id)
         return render_json(
             {
                 "run_id": run_id,
@@ -85,21 +77,51 @@ async def accept(request: Request, body: bytes, turn: Turn, *, settings: Setting
             }
         )
 
-    accepted = await RunAcceptor(RunRecords(container), ThreadOrder(container), queue, keys).accept(
+    accepted = await submit(
+        request, turn, record_body=body, request_body=body, settings=settings, dedupe=dedupe, render=render
+    )
+    async_preferred = "respond-async" in preferences(request.headers.get("prefer"))
+    return accepted_response(accepted, async_preferred=async_preferred)
+
+
+async def submit(
+    request: Request,
+    turn: Turn,
+    *,
+    record_body: bytes,
+    request_body: bytes,
+    settings: Settings,
+    dedupe: Any,
+    render: RenderAccepted,
+) -> Accepted:
+    """Accept ``turn`` as a background run (``RunAcceptor``): the record keeps
+    ``record_body`` (what the queue trigger's turn factory parses) and the key's
+    fingerprint is of ``request_body`` (what the caller sent); ``render`` shapes the answer."""
+    queue = run_queue(settings)
+    container = container_for(settings)
+    keys = None
+    if dedupe is not None:
+        keys = idempotency_store(settings, build_service(settings), ttl_seconds=dedupe.ttl_seconds)
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+
+    def traced_render(run_id: str, created_at: float) -> bytes:
+        trace.get_current_span().set_attribute("run_id", run_id)
+        return render(run_id, created_at)
+
+    return await RunAcceptor(RunRecords(container), ThreadOrder(container), queue, keys).accept(
         AcceptRequest(
-            body=body,
-            fingerprint=fingerprint(request.method, request.url.path, body),
-            thread_id=thread_id,
-            checkpoint_id=checkpoint_id,
+            body=record_body,
+            fingerprint=fingerprint(request.method, request.url.path, request_body),
+            thread_id=turn.thread_id,
+            checkpoint_id=turn.request.checkpoint_id,
             dedupe=None if dedupe is None else Dedupe(dedupe.key, dedupe.kind),
             trace=carrier,
         ),
         validate=lambda: turn.runner.validate(turn.request),
         callback=lambda: _check_callback(turn.request.callback_url or settings.callback_url, settings),
-        render=render,
+        render=traced_render,
     )
-    async_preferred = "respond-async" in preferences(request.headers.get("prefer"))
-    return accepted_response(accepted, async_preferred=async_preferred)
 
 
 async def _check_callback(url: str | None, settings: Settings) -> Callback | None:
@@ -126,13 +148,13 @@ def refuse_synchronous_callback(run_request: RunRequest) -> None:
 
 async def _authorized(request: Request, settings: Settings, route: str, run_id: str) -> Stored[RunRecord]:
     """The run's record, once the thread authorizer allowed this caller its thread."""
-    found = await _control(settings).get(run_id)
+    found = await run_control(settings).get(run_id)
     if found.value.thread_id is not None:
         await thread_api.gate(request, settings, route, found.value.thread_id)
     return found
 
 
-def _control(settings: Settings) -> RunControl:
+def run_control(settings: Settings) -> RunControl:
     return RunControl(RunRecords(container_for(settings)), on_finished=callbacks_for(settings).schedule)
 
 
@@ -140,7 +162,7 @@ async def get_status(request: Request, run_id: str) -> Response:
     """The run's status; ``Prefer: wait=N`` holds the answer until it finishes or N s pass."""
     settings = load_settings()
     found = await _authorized(request, settings, "runs/{run_id}", run_id)
-    record = await _control(settings).wait(found, _wait_seconds(request.headers.get("prefer")))
+    record = await run_control(settings).wait(found, _wait_seconds(request.headers.get("prefer")))
     headers = None if record.terminal else {"Retry-After": "1"}
     return json_response(await status_json(settings, record), headers=headers)
 
@@ -158,7 +180,7 @@ async def cancel(request: Request, run_id: str) -> Response:
     """Cancel: a queued run never starts; a running one is stopped by its watcher."""
     settings = load_settings()
     found = await _authorized(request, settings, "runs/{run_id}/cancel", run_id)
-    return json_response(await status_json(settings, await _control(settings).cancel(found)))
+    return json_response(await status_json(settings, await run_control(settings).cancel(found)))
 
 
 async def join(request: Request, run_id: str) -> Response:
