@@ -238,6 +238,7 @@ class RunLease:
         elif was is LeaseState.CANCEL_REQUESTED or isinstance(error, RunCancelled):
             await self._outcome(CANCELLED, error=CANCELLED_ERROR)
         elif code == ThreadBusy.code and self.record.thread_id is not None:
+            await self._retract()  # its pointer move failed for good: the intent can never land
             self.ending = Ending.RETRY
         elif not isinstance(error, Exception) and error is not None:
             await self._leave(release=True)  # this delivery was cancelled: the next one runs it
@@ -255,6 +256,15 @@ class RunLease:
             logger.warning("Could not record a background run's outcome (%s); the next delivery will", exc.code)
             if self._events is not None:
                 await self._events.append_late(tail)
+
+    async def _retract(self) -> None:
+        """Drop this attempt's commit intent (its commit failed for good), so that nothing
+        waits for it to land."""
+        if any(intent.token == self._token for intent in self.record.commits):
+            mine = self._token
+            await self._write(
+                lambda record: replace(record, commits=tuple(c for c in record.commits if c.token != mine))
+            )
 
     async def _leave(self, *, release: bool) -> None:
         """Write no outcome. ``release``: let the next delivery take the run at once."""

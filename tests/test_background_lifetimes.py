@@ -5,6 +5,7 @@ was lost. Real Azurite, through the registered queue trigger and the HTTP routes
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 import types
@@ -12,6 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from agent_framework import Message
 
 import workflows
 from devtools.azurite import Azurite
@@ -21,6 +23,10 @@ from functions_adapter import wiring
 from resumable.blob_store import BlobCheckpointStorage
 from resumable.cancel_safe import wait_for_cleanups
 from resumable.errors import ConfigurationError
+from resumable.resume import TurnInput
+from resumable.runs import RunRequest
+from resumable.thread_runs import ThreadRunner
+from resumable.threads import ThreadLocks
 from tests import recording_workflow
 from tests.test_background_runs import (
     _accept,
@@ -207,3 +213,53 @@ async def test_run_record_writes_whose_answers_are_lost_still_run_once_in_one_de
     status = await _status(recording, run_id)
     assert status["status"] == "succeeded" and status["attempts"] == 1, status
     assert _head_calls() == [("head", "lost answers")]
+
+
+# -- structured lifetimes: a delivery cancelled mid-run -------------------------------------
+
+
+async def test_a_cancelled_delivery_leaves_no_task_behind_and_the_next_delivery_runs_it(
+    recording: FunctionHost, queue_env: str, azurite: Azurite
+) -> None:
+    before = asyncio.all_tasks()
+    run_id, message, delivery = await _running(recording, queue_env, azurite, "cancelled delivery wait")
+    delivery.cancel()  # the host gives up on the invocation (a timeout, a shutdown)
+    with pytest.raises(asyncio.CancelledError):
+        await delivery
+    await wait_for_cleanups()
+    await asyncio.sleep(0.5)
+    assert [task for task in asyncio.all_tasks() - before if not task.done()] == []
+    stored = await (await _records()).get(run_id)
+    assert stored is not None and stored.value.status == "running"
+    assert stored.value.lease is not None and stored.value.lease.seconds == 0  # released: no wait
+    recording_workflow.RELEASE.set()
+    await _deliver(recording, message)
+    status = await _status(recording, run_id)
+    assert status["status"] == "succeeded" and status["attempts"] == 2, status
+
+
+# -- a thread turn that loses its commit to another instance's turn ---------------------------
+
+
+async def test_a_thread_turn_that_loses_its_commit_runs_again_on_the_new_head(
+    recording: FunctionHost, queue_env: str, azurite: Azurite
+) -> None:
+    path = "/api/threads/raced/runs"
+    assert (await recording.request("POST", path, json_body={"messages": "first"})).status == 200
+    run_id = (await _accept(recording, path, messages="raced wait"))["run_id"]
+    delivery = asyncio.ensure_future(_deliver(recording, await _take_message(queue_env, azurite)))
+    await asyncio.wait_for(recording_workflow.WAITING.wait(), 10)
+    # Another instance (its own locks) commits a turn on the thread meanwhile.
+    service = wiring.build_service(wiring.load_settings())
+    other = ThreadRunner(service, "raced", ThreadLocks())
+    elsewhere = json.loads(
+        await other.run_to_json(RunRequest(None, TurnInput(messages=[Message("user", ["elsewhere"])]), stream=False))
+    )
+    recording_workflow.RELEASE.set()
+    await asyncio.wait_for(delivery, 15)
+    status = await _status(recording, run_id)
+    assert status["status"] == "succeeded" and status["attempts"] == 2, status
+    info = await (await recording.request("GET", f"/api/checkpoints/{status['result']['checkpoint_id']}")).json()
+    assert info["previous_checkpoint_id"] == elsewhere["checkpoint_id"]  # ran again on the new head
+    stored = await (await _records()).get(run_id)
+    assert stored is not None and len(stored.value.commits) == 1  # the lost attempt's intent was retracted
