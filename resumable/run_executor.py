@@ -30,6 +30,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
 from .boundary import library_error
+from .claim import TaskOwner
 from .commit_check import CommitCheck, may_still_land
 from .errors import ResumeError
 from .record_store import Stored
@@ -229,7 +230,7 @@ class BackgroundRuns:
                 span.set_status(Status(StatusCode.ERROR, lease.record.error.code))
         return lease
 
-    async def _drive(self, record: RunRecord, lease: RunLease, writer: EventWriter, tasks: Any) -> None:
+    async def _drive(self, record: RunRecord, lease: RunLease, writer: EventWriter, tasks: TaskOwner) -> None:
         try:
             request = self._parse(record)
             runner = self._runner(record)
