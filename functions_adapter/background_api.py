@@ -8,9 +8,7 @@ thread, as the thread's own routes are.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,13 +17,14 @@ from fastapi.responses import StreamingResponse
 from opentelemetry import propagate, trace
 
 from resumable import run_records as rr
-from resumable.background import terminal_event
+from resumable.background import follow
 from resumable.errors import InvalidRequest, ServerMisconfigured
+from resumable.event_pump import IdleTick
 from resumable.idempotency import fingerprint
 from resumable.record_store import Stored
 from resumable.run_accept import Accepted, AcceptRequest, Callback, Dedupe, RenderAccepted, RunAcceptor
 from resumable.run_control import RunControl
-from resumable.run_events import EventReader
+from resumable.run_events import EventReader, LoggedEvent
 from resumable.run_records import RunRecord, RunRecords
 from resumable.runs import RunRequest
 from resumable.thread_order import ThreadOrder
@@ -186,44 +185,18 @@ async def cancel(request: Request, run_id: str) -> Response:
 async def join(request: Request, run_id: str) -> Response:
     """SSE: the run's events from the start (or after ``Last-Event-ID``), then live."""
     settings = load_settings()
-    record = (await _authorized(request, settings, "runs/{run_id}/stream", run_id)).value
+    await _authorized(request, settings, "runs/{run_id}/stream", run_id)
     container = container_for(settings)
-    start = _last_event_id(request.headers.get("last-event-id"))
-    frames = _follow(
-        RunRecords(container), EventReader(container, run_id), record, start, settings.sse_keepalive_seconds
+    events = follow(
+        RunRecords(container),
+        EventReader(container, run_id),
+        run_id,
+        _last_event_id(request.headers.get("last-event-id")),
+        idle_seconds=settings.sse_keepalive_seconds,
     )
-    return StreamingResponse(frames, media_type=MEDIA_TYPE, headers=_STREAM_HEADERS)
+    return StreamingResponse(_frames(events), media_type=MEDIA_TYPE, headers=_STREAM_HEADERS)
 
 
-async def _follow(
-    records: RunRecords, reader: EventReader, record: RunRecord, start: tuple[int, int], keepalive: float
-) -> AsyncIterator[bytes]:
-    attempt, after = start
-    attempt = max(attempt, 1)
-    offset = 0
-    quiet_since = time.monotonic()
-    while True:
-        events, offset = await reader.read(attempt, offset) if record.attempts >= attempt else ([], offset)
-        for event in events:
-            if event.seq <= after:
-                continue
-            after = event.seq
-            quiet_since = time.monotonic()
-            yield sse_event(event.name, event.data, event_id=event.event_id)
-            if event.name in ("done", "error", "cancelled"):
-                return
-        if not events:
-            if record.attempts > attempt:  # a new attempt took over: follow it
-                attempt, after, offset = attempt + 1, 0, 0
-                yield sse_event("restarted", {"run_id": record.run_id, "attempt": attempt}, event_id=f"{attempt}.0")
-                continue
-            if record.terminal:
-                final = terminal_event(record)
-                if final is not None:
-                    yield sse_event(*final, event_id=f"{attempt}.{after + 1}")
-                return
-            if time.monotonic() - quiet_since >= keepalive:
-                quiet_since = time.monotonic()
-                yield KEEPALIVE
-            await asyncio.sleep(POLL_SECONDS)
-        record = (await records.get(record.run_id) or Stored(record, "")).value
+async def _frames(events: AsyncIterator[LoggedEvent | IdleTick]) -> AsyncIterator[bytes]:
+    async for item in events:
+        yield KEEPALIVE if isinstance(item, IdleTick) else sse_event(item.name, item.data, event_id=item.event_id)
