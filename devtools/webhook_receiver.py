@@ -27,13 +27,15 @@ class Delivery:
 @dataclass
 class WebhookReceiver:
     """``fail_first`` deliveries get ``fail_status``; after that each gets ``status``
-    (or a 302 to ``redirect_to``)."""
+    (or a 302 to ``redirect_to``), with ``reply`` as a JSON body when it is set (an API's
+    answer, for a receiver that plays one)."""
 
     secret: str
     fail_first: int = 0
     fail_status: int = 500
     status: int = 200
     redirect_to: str | None = None
+    reply: Any = None
     deliveries: list[Delivery] = field(default_factory=list)
     _runner: web.AppRunner | None = None
     url: str = ""
@@ -55,6 +57,8 @@ class WebhookReceiver:
         self.deliveries.append(Delivery(headers, body, verified, answer))
         if answer == 302:
             raise web.HTTPFound(str(self.redirect_to))
+        if self.reply is not None:
+            return web.json_response(self.reply, status=answer)
         return web.Response(status=answer, text="ok" if answer < 300 else "no")
 
     async def start(self) -> str:

@@ -237,7 +237,7 @@ async def test_slack_events_refuse_stale_or_forged_signatures_and_ignore_bots(ad
 async def test_the_answer_route_posts_the_reply_into_the_slack_thread(
     adapters: FunctionHost, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    slack_api = WebhookReceiver(CALLBACK_SECRET)
+    slack_api = WebhookReceiver(CALLBACK_SECRET, reply={"ok": True, "ts": "1355517524.000001"})
     await slack_api.start()
     monkeypatch.setenv("SLACK_API_URL", slack_api.url.rsplit("/hooks", 1)[0])
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
@@ -263,3 +263,99 @@ async def test_the_answer_route_posts_the_reply_into_the_slack_thread(
         assert unsigned.status == 401
     finally:
         await slack_api.stop()
+
+
+def _answer(thread: str = SLACK_THREAD) -> tuple[bytes, dict[str, str]]:
+    payload = {
+        "type": "run.completed",
+        "run_id": "r2",
+        "status": "succeeded",
+        "thread_id": thread,
+        "result": {"messages": [{"role": "assistant", "content": "Done."}]},
+    }
+    body = json.dumps(payload).encode()
+    return body, signed_headers(CALLBACK_SECRET, "msg_r2", body)
+
+
+@pytest.fixture
+async def slack_api(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[WebhookReceiver]:
+    """A stand-in for Slack's Web API that refuses the post the way Slack does: HTTP 200
+    with ``"ok": false``."""
+    api = WebhookReceiver(CALLBACK_SECRET, reply={"ok": False, "error": "not_in_channel"})
+    await api.start()
+    monkeypatch.setenv("SLACK_API_URL", api.url.rsplit("/hooks", 1)[0])
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
+    yield api
+    await api.stop()
+
+
+async def test_a_reply_slack_refused_is_not_reported_delivered(
+    adapters: FunctionHost, slack_api: WebhookReceiver
+) -> None:
+    # Slack's Web API answers HTTP 200 with "ok": false when it did not post (the bot is not
+    # in the channel, a bad token, ...). A 2xx here would mark the callback delivered and
+    # lose the reply; a 502 has the callback retried and shows in GET /api/runs/{id}.
+    body, headers = _answer()
+    answered = await adapters.request("POST", "/api/adapters/slack/answer", body=body, headers=headers)
+    assert len(slack_api.deliveries) == 1
+    assert answered.status == 502
+    assert "not_in_channel" in (await answered.json())["error"]["message"]
+
+
+async def test_an_answer_for_a_thread_slack_did_not_start_is_not_posted(
+    adapters: FunctionHost, slack_api: WebhookReceiver
+) -> None:
+    # ADAPTER_ANSWER_URL serves both adapters: a GitHub turn's callback reaching the Slack
+    # route must not be posted into a channel named after the repository. 410 stops its retries.
+    body, headers = _answer("github-octo-org-hello-world-1347")
+    answered = await adapters.request("POST", "/api/adapters/slack/answer", body=body, headers=headers)
+    assert answered.status == 410
+    assert slack_api.deliveries == []
+
+
+async def test_the_answer_route_without_a_bot_token_is_a_configuration_error(
+    adapters: FunctionHost, slack_api: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SLACK_BOT_TOKEN")
+    body, headers = _answer()
+    answered = await adapters.request("POST", "/api/adapters/slack/answer", body=body, headers=headers)
+    assert answered.status == 500
+    assert (await answered.json())["error"]["code"] == "server_misconfigured"
+    assert slack_api.deliveries == []  # nothing sent with an empty token
+
+
+async def test_an_unresolved_key_vault_reference_is_a_configuration_error(
+    adapters: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # When App Service cannot read the vault it leaves the reference text in the setting;
+    # that text is known to whoever knows the secret's URI, so it must never verify anything.
+    reference = "@Microsoft.KeyVault(SecretUri=https://v.vault.azure.net/secrets/github)"
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", reference)
+    body = _comment()
+    signature = "sha256=" + hmac.new(reference.encode(), body, hashlib.sha256).hexdigest()
+    headers = {**_github(body, "kv-1"), "X-Hub-Signature-256": signature}
+    answered = await adapters.request("POST", "/api/adapters/github", body=body, headers=headers)
+    assert answered.status == 500
+    assert (await answered.json())["error"]["code"] == "server_misconfigured"
+    assert await QueueRunner(adapters).run_until_idle() == 0
+
+
+@pytest.mark.parametrize("scheme", ["standard", "github", "slack"])
+async def test_adapters_work_when_the_app_s_own_routes_require_signatures(
+    adapters: FunctionHost, monkeypatch: pytest.MonkeyPatch, scheme: str
+) -> None:
+    # WEBHOOK_SECRET signs direct calls to the thread route; the adapter has verified its
+    # sender already, and its in-process turn must not be refused for lacking that signature.
+    monkeypatch.setenv("WEBHOOK_SECRET", "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=")
+    monkeypatch.setenv("WEBHOOK_SCHEME", scheme)
+    body = _comment(99)
+    first = await adapters.request("POST", "/api/adapters/github", body=body, headers=_github(body, f"s-{scheme}"))
+    assert first.status == 202, await first.body()
+    again = await adapters.request("POST", "/api/adapters/github", body=body, headers=_github(body, f"s-{scheme}"))
+    assert await again.body() == await first.body()  # still keyed by the delivery ID
+    await QueueRunner(adapters).run_until_idle()
+    thread = await (await adapters.request("GET", "/api/threads/github-octo-org-hello-world-99")).json()
+    assert thread["turns"] == 1
+    # A direct, unsigned call is still refused.
+    direct = await adapters.request("POST", "/api/threads/t1/runs", json_body={"messages": "hi"})
+    assert direct.status == 401

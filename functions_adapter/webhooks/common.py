@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
 import os
 import re
+import time
 from typing import Any
 
 from fastapi import Request, Response
@@ -15,6 +18,7 @@ from starlette.requests import Request as StarletteRequest
 from resumable.errors import InvalidRequest, ServerMisconfigured
 
 from .. import routes, signatures
+from ..settings import Settings
 from ..wiring import load_settings
 
 logger = logging.getLogger(__name__)
@@ -79,6 +83,7 @@ async def start_turn(thread: str, text: str, key: str) -> Response:
     # The key goes in the first header the app dedupes on (IDEMPOTENCY_HEADERS), and the
     # trace goes on, so the turn's span joins the delivery's.
     headers = {"content-type": "application/json", settings.idempotency_headers[0]: key}
+    headers.update(_signed(settings, key, raw))
     propagate.inject(headers)
     scope = {
         "type": "http",
@@ -97,3 +102,23 @@ async def start_turn(thread: str, text: str, key: str) -> Response:
         return {"type": "http.request", "body": raw, "more_body": False}
 
     return await routes.handle_thread_run(StarletteRequest(scope, receive), thread)
+
+
+def _signed(settings: Settings, key: str, raw: bytes) -> dict[str, str]:
+    """With ``WEBHOOK_SECRET`` on, sign the in-process turn as the app's own scheme expects.
+
+    The adapter has verified its sender with that sender's secret; the thread route checks
+    every POST against ``WEBHOOK_SECRET``, so the adapter signs for it (in-process only: the
+    signature never leaves this worker). With Standard Webhooks the key is the ``webhook-id``.
+    """
+    if not settings.webhook_secrets:
+        return {}
+    secret = signatures.secret_bytes(settings.webhook_secrets[0])
+    now = str(int(time.time()))
+    if settings.webhook_scheme == "github":
+        return {"x-hub-signature-256": "sha256=" + hmac.new(secret, raw, hashlib.sha256).hexdigest()}
+    if settings.webhook_scheme == "slack":
+        signed = hmac.new(secret, f"v0:{now}:".encode() + raw, hashlib.sha256).hexdigest()
+        return {"x-slack-request-timestamp": now, "x-slack-signature": "v0=" + signed}
+    signature = signatures.sign(settings.webhook_secrets[0], key, int(now), raw)
+    return {"webhook-id": key, "webhook-timestamp": now, "webhook-signature": signature}

@@ -27,7 +27,8 @@ from azurefunctions.extensions.http.fastapi import Request, Response
 from resumable.errors import InvalidRequest
 
 from ..request_trace import traced
-from .common import parsed, start_turn, thread_id, verified_body
+from ..responses import json_response
+from .common import parsed, secrets, start_turn, thread_id, verified_body
 
 bp = func.Blueprint()
 
@@ -71,16 +72,34 @@ async def slack_events(req: Request) -> Response:
 async def _answer(req: Request) -> Response:
     body = await verified_body(req, "CALLBACK_SECRET", "standard")
     payload = parsed(body)
-    _, _team, channel, *thread = str(payload.get("thread_id", "")).split("-")
+    prefix, _team, channel, *thread = str(payload.get("thread_id", "")).split("-")
+    if prefix != "slack" or not channel or not thread:
+        # Another adapter's turn (ADAPTER_ANSWER_URL serves both): 410 stops its retries.
+        return _error(410, "not_a_slack_thread", "This route answers turns that Slack started.")
+    token = secrets("SLACK_BOT_TOKEN")[0]
     reply = "Sorry, that failed." if payload.get("status") != "succeeded" else _reply_text(payload.get("result"))
     message = {"channel": channel, "thread_ts": ".".join(thread), "text": reply}
     api = os.environ.get("SLACK_API_URL", "").strip().rstrip("/") or "https://slack.com/api"
-    token = os.environ.get("SLACK_BOT_TOKEN", "")
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(f"{api}/chat.postMessage", json=message, headers={"authorization": f"Bearer {token}"}) as posted,
-    ):
-        return Response(status_code=200 if posted.status < 300 else 502)
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=8)) as session,
+            session.post(
+                f"{api}/chat.postMessage", json=message, headers={"authorization": f"Bearer {token}"}
+            ) as posted,
+        ):
+            answer = await posted.json(content_type=None) if posted.status < 300 else None
+    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        return _error(502, "slack_unreachable", f"Slack's API did not answer: {type(exc).__name__}.")
+    # Slack answers 200 with "ok": false when it did not post; anything but a 2xx here
+    # has the callback retried (and shows in GET /api/runs/{id}).
+    if not isinstance(answer, dict) or answer.get("ok") is not True:
+        refused = answer.get("error") if isinstance(answer, dict) else f"HTTP {posted.status}"
+        return _error(502, "slack_refused", f"Slack did not post the reply: {refused}.")
+    return Response(status_code=200)
+
+
+def _error(status: int, code: str, message: str) -> Response:
+    return json_response({"error": {"code": code, "message": message}}, status)
 
 
 @bp.route(route="adapters/slack/answer", methods=["POST"], auth_level=func.AuthLevel.ANONYMOUS)
