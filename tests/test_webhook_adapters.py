@@ -163,6 +163,17 @@ async def test_a_github_delivery_without_its_delivery_id_is_refused(adapters: Fu
     assert await QueueRunner(adapters).run_until_idle() == 0
 
 
+async def test_an_anonymous_route_reads_no_more_than_max_request_bytes(
+    adapters: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No function key guards these routes, so the body cap applies before the signature.
+    monkeypatch.setenv("MAX_REQUEST_BYTES", "1024")
+    body = _comment(text="x" * 2048)
+    answered = await adapters.request("POST", "/api/adapters/github", body=body, headers=_github(body, "big"))
+    assert answered.status == 413 and (await answered.json())["error"]["code"] == "payload_too_large"
+    assert await QueueRunner(adapters).run_until_idle() == 0
+
+
 async def test_github_pings_and_other_events_start_nothing(adapters: FunctionHost) -> None:
     ping = json.dumps({"zen": "Design for failure.", "hook_id": 1}).encode()
     answered = await adapters.request("POST", "/api/adapters/github", body=ping, headers=_github(ping, "p", "ping"))
@@ -302,12 +313,16 @@ async def test_a_reply_slack_refused_is_not_reported_delivered(
     assert "not_in_channel" in (await answered.json())["error"]["message"]
 
 
+@pytest.mark.parametrize(
+    "thread", ["github-octo-org-hello-world-1347", "", "slack-T0001"], ids=["github", "none", "short"]
+)
 async def test_an_answer_for_a_thread_slack_did_not_start_is_not_posted(
-    adapters: FunctionHost, slack_api: WebhookReceiver
+    adapters: FunctionHost, slack_api: WebhookReceiver, thread: str
 ) -> None:
     # ADAPTER_ANSWER_URL serves both adapters: a GitHub turn's callback reaching the Slack
-    # route must not be posted into a channel named after the repository. 410 stops its retries.
-    body, headers = _answer("github-octo-org-hello-world-1347")
+    # route must not be posted into a channel named after the repository, nor a run without
+    # a thread be an error. 410 stops the callback's retries.
+    body, headers = _answer(thread)
     answered = await adapters.request("POST", "/api/adapters/slack/answer", body=body, headers=headers)
     assert answered.status == 410
     assert slack_api.deliveries == []

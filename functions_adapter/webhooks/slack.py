@@ -72,13 +72,14 @@ async def slack_events(req: Request) -> Response:
 async def _answer(req: Request) -> Response:
     body = await verified_body(req, "CALLBACK_SECRET", "standard")
     payload = parsed(body)
-    prefix, _team, channel, *thread = str(payload.get("thread_id", "")).split("-")
-    if prefix != "slack" or not channel or not thread:
+    # slack-<team>-<channel>-<seconds>-<fraction>: the thread ts's dot became a dash.
+    parts = str(payload.get("thread_id") or "").split("-")
+    if len(parts) < 5 or parts[0] != "slack":
         # Another adapter's turn (ADAPTER_ANSWER_URL serves both): 410 stops its retries.
         return _error(410, "not_a_slack_thread", "This route answers turns that Slack started.")
     token = secrets("SLACK_BOT_TOKEN")[0]
     reply = "Sorry, that failed." if payload.get("status") != "succeeded" else _reply_text(payload.get("result"))
-    message = {"channel": channel, "thread_ts": ".".join(thread), "text": reply}
+    message = {"channel": parts[2], "thread_ts": ".".join(parts[3:]), "text": reply}
     api = os.environ.get("SLACK_API_URL", "").strip().rstrip("/") or "https://slack.com/api"
     try:
         async with (
