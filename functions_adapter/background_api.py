@@ -35,7 +35,6 @@ from .turns import Turn
 from .wiring import container_for, load_settings
 
 logger = logging.getLogger(__name__)
-POLL_SECONDS = 0.5
 _STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 

@@ -24,7 +24,6 @@ from resumable.run_records import RunRecord, RunRecords
 
 from .openai_objects import PREFIX, call_item, from_record, message_item, render, text_of
 
-POLL_SECONDS = 0.5
 TERMINAL = {"completed": "response.completed", "failed": "response.failed", "cancelled": "response.failed"}
 Frame = dict[str, Any]
 
