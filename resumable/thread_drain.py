@@ -12,15 +12,11 @@ list is read once per drain, not once per turn.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
 
 from .record_store import Stored
 from .run_records import RunRecord, RunRecords, lease_live
 from .thread_order import PendingTurns, ThreadOrder
-
-# A pending entry whose record never appeared (the accept failed after appending).
-ORPHAN_ENTRY_SECONDS = 120.0
 
 # Runs one turn (its record as read, the run ID of the message being handled); the record
 # afterwards, None when it is gone.
@@ -55,11 +51,11 @@ class ThreadDrain:
             # whose accept failed between creating its record and listing it.
             turns = await self._order.append(thread_id, run_id)
         while turns is not None and turns.value.pending:
-            front_id, appended_at = turns.value.pending[0]
+            front_id, _ = turns.value.pending[0]
             front = mine if front_id == run_id else await self._records.get(front_id)
             if front is None:
-                if time.time() - appended_at < ORPHAN_ENTRY_SECONDS:
-                    raise RecordNotReady(front_id)  # its accept may still be writing it
+                # The accept writes a run's record before its entry, so an entry without
+                # one was left by a run since deleted: it holds nothing up.
                 turns = await self._pop(thread_id, front_id, turns)
                 continue
             if not front.value.terminal:
@@ -73,4 +69,4 @@ class ThreadDrain:
         return await self._order.remove(thread_id, run_id, current=turns)
 
 
-__all__ = ["ORPHAN_ENTRY_SECONDS", "RecordNotReady", "ThreadDrain"]
+__all__ = ["RecordNotReady", "ThreadDrain"]
