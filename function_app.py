@@ -10,10 +10,10 @@ import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response
 
 from functions_adapter import routes as http_api
-from functions_adapter import telemetry
+from functions_adapter import telemetry, webhooks
 
-# The queue triggers and the timer import their modules on first use, as the HTTP
-# routes do for background runs: a cold start pays only for the synchronous HTTP path.
+# The queue triggers, the timer and the Responses routes import their modules on first use,
+# as the HTTP routes do for background runs: a cold start pays only for the synchronous path.
 
 telemetry.configure()
 app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
@@ -95,6 +95,46 @@ async def get_checkpoint(req: Request) -> Response:
     return await http_api.handle_get_checkpoint(req, req.path_params.get("checkpoint_id", ""))
 
 
+@app.route(route="responses", methods=["POST"])
+async def responses(req: Request) -> Response:
+    """OpenAI Responses API: a turn (new, continued, or on a conversation), as a response."""
+    from functions_adapter import responses_api  # noqa: PLC0415 - on first use
+
+    return await responses_api.handle_create(req)
+
+
+@app.route(route="responses/{response_id}", methods=["GET"])
+async def get_response(req: Request) -> Response:
+    """A stored response; with ``?stream=true``, its events (``starting_after=N``), then live."""
+    from functions_adapter import responses_api  # noqa: PLC0415 - on first use
+
+    return await responses_api.handle_get(req, req.path_params.get("response_id", ""))
+
+
+@app.route(route="responses/{response_id}", methods=["DELETE"])
+async def delete_response(req: Request) -> Response:
+    """Delete a finished response (its record); the checkpoint it saved stays."""
+    from functions_adapter import responses_api  # noqa: PLC0415 - on first use
+
+    return await responses_api.handle_delete(req, req.path_params.get("response_id", ""))
+
+
+@app.route(route="responses/{response_id}/cancel", methods=["POST"])
+async def cancel_response(req: Request) -> Response:
+    """Cancel a background response: a queued one never starts, a running one commits nothing."""
+    from functions_adapter import responses_api  # noqa: PLC0415 - on first use
+
+    return await responses_api.handle_cancel(req, req.path_params.get("response_id", ""))
+
+
+@app.route(route="responses/{response_id}/input_items", methods=["GET"])
+async def response_input_items(req: Request) -> Response:
+    """The input a response was created with, a page at a time."""
+    from functions_adapter import responses_api  # noqa: PLC0415 - on first use
+
+    return await responses_api.handle_input_items(req, req.path_params.get("response_id", ""))
+
+
 @app.timer_trigger(schedule="0 17 * * * *", arg_name="timer", run_on_startup=False)
 async def sweep_orphan_checkpoints(timer: func.TimerRequest) -> None:
     """Hourly at :17, a budgeted slice of the daily pass: delete thread checkpoints no thread
@@ -109,6 +149,10 @@ async def health(req: Request) -> Response:
     """Liveness probe; anonymous, touches no storage."""
     return await http_api.handle_health()
 
+
+# The Slack and GitHub adapters (/api/adapters/...), each only when its signing secret is set;
+# read when the host indexes the app, so turning one on or off takes a restart.
+webhooks.register(app)
 
 # Everything imported so far lives for the whole worker. Moving it out of the collector's
 # view keeps full collections short under load: in bench/run.py, 50 concurrent resumes saw

@@ -24,9 +24,14 @@ from .wiring import MISCONFIGURED
 logger = logging.getLogger(__name__)
 
 Handler = Callable[[], Awaitable[Response]]
+# Renders a documented error as a response: ours by default; the OpenAI-compatible
+# routes render the same errors in OpenAI's shape.
+ErrorRenderer = Callable[[ResumeError], Response]
 
 
-async def guarded(what: str, handler: Handler) -> tuple[Response, str | None]:
+async def guarded(
+    what: str, handler: Handler, render_error: ErrorRenderer = error_response
+) -> tuple[Response, str | None]:
     """Every handler's last line of defence: documented errors as such, anything else as 500.
 
     Returns the response and, for an error, its code.
@@ -41,7 +46,7 @@ async def guarded(what: str, handler: Handler) -> tuple[Response, str | None]:
     except Exception:
         logger.exception("Unhandled error in %s", what)
         error = ResumeError("An internal error occurred.")
-    return error_response(error), error.code
+    return render_error(error), error.code
 
 
 @dataclass
@@ -78,7 +83,9 @@ class RequestTrace:
             self.finish(200, error)
 
 
-async def traced(request: Request, route: str, handler: Handler) -> Response:
+async def traced(
+    request: Request, route: str, handler: Handler, render_error: ErrorRenderer = error_response
+) -> Response:
     """Run a handler as one request: a SERVER span, a request ID, one structured log line.
 
     A streaming response ends its span and logs when the stream ends, not here.
@@ -86,7 +93,7 @@ async def traced(request: Request, route: str, handler: Handler) -> Response:
     span = tracing.start_server_span(request.method, route, request.url.path, request.headers)
     with trace.use_span(span, end_on_exit=False):
         record = RequestTrace(span, route, tracing.new_request_id(span))
-        response, error = await guarded(f"{request.method} {route}", handler)
+        response, error = await guarded(f"{request.method} {route}", handler, render_error)
     response.headers["x-request-id"] = record.request_id
     if isinstance(response, StreamingResponse):
         response.body_iterator = record.finish_after(response.body_iterator)

@@ -63,6 +63,18 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def verify_signature(request: Request, body: bytes, settings: Settings) -> None:
+    """With ``WEBHOOK_SECRET`` set, the body's signature (401 before anything is parsed)."""
+    if settings.webhook_secrets:
+        webhook_signature.verify(
+            request.headers,
+            body,
+            settings.webhook_secrets,
+            tolerance_seconds=settings.webhook_tolerance_seconds,
+            scheme=settings.webhook_scheme,
+        )
+
+
 # -- POST /api/runs and POST /api/threads/{thread_id}/runs -------------------------------
 
 
@@ -79,14 +91,7 @@ async def handle_thread_run(request: Request, thread_id: str) -> Response:
 async def _post_run(request: Request, *, thread_id: str | None) -> Response:
     settings = load_settings()
     body = await read_body(request, settings.max_request_bytes)
-    if settings.webhook_secrets:
-        webhook_signature.verify(
-            request.headers,
-            body,
-            settings.webhook_secrets,
-            tolerance_seconds=settings.webhook_tolerance_seconds,
-            scheme=settings.webhook_scheme,
-        )
+    verify_signature(request, body, settings)
     require_json(request.headers.get("content-type"))
     if thread_id is not None:
         await thread_api.gate(request, settings, "threads/{thread_id}/runs", thread_id)
@@ -94,11 +99,13 @@ async def _post_run(request: Request, *, thread_id: str | None) -> Response:
     turn = build_turn(settings, service, body, thread_id=thread_id, accept=request.headers.get("accept"))
     run_request, runner = turn.request, turn.runner
 
-    dedupe = _dedupe_key(request, settings)
+    dedupe = dedupe_key(request, settings)
     if run_request.background or "respond-async" in preferences(request.headers.get("prefer")):
         return await _background().accept(request, body, turn, settings=settings, dedupe=dedupe)
     if run_request.callback_url is not None:
-        _background().refuse_synchronous_callback(run_request)
+        from .background_submit import refuse_synchronous_callback  # noqa: PLC0415 - on first use
+
+        refuse_synchronous_callback(run_request)
     if dedupe is None:
         return await _execute(runner, run_request, None, settings.sse_keepalive_seconds)
     store = idempotency_store(settings, service, ttl_seconds=dedupe.ttl_seconds)
@@ -118,7 +125,7 @@ class DedupeKey:
     ttl_seconds: int
 
 
-def _dedupe_key(request: Request, settings: Settings) -> DedupeKey | None:
+def dedupe_key(request: Request, settings: Settings) -> DedupeKey | None:
     """What makes a retry "the same request".
 
     With Standard Webhooks signatures on, the verified ``webhook-id``: a signed delivery

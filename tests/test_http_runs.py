@@ -372,6 +372,11 @@ def test_routes_and_auth_levels_are_registered_as_documented(host: FunctionHost)
         ("thread_history", ("GET",), "FUNCTION"),
         ("put_thread_metadata", ("PUT",), "FUNCTION"),
         ("get_checkpoint", ("GET",), "FUNCTION"),
+        ("responses", ("POST",), "FUNCTION"),
+        ("get_response", ("GET",), "FUNCTION"),
+        ("delete_response", ("DELETE",), "FUNCTION"),
+        ("cancel_response", ("POST",), "FUNCTION"),
+        ("response_input_items", ("GET",), "FUNCTION"),
         ("health", ("GET",), "ANONYMOUS"),
     }
     queues = {

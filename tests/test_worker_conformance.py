@@ -48,6 +48,11 @@ HTTP_FUNCTIONS = {
     "thread_history": ("threads/{thread_id}/history", {"GET"}, "FUNCTION"),
     "put_thread_metadata": ("threads/{thread_id}/metadata", {"PUT"}, "FUNCTION"),
     "get_checkpoint": ("checkpoints/{checkpoint_id}", {"GET"}, "FUNCTION"),
+    "responses": ("responses", {"POST"}, "FUNCTION"),
+    "get_response": ("responses/{response_id}", {"GET"}, "FUNCTION"),
+    "delete_response": ("responses/{response_id}", {"DELETE"}, "FUNCTION"),
+    "cancel_response": ("responses/{response_id}/cancel", {"POST"}, "FUNCTION"),
+    "response_input_items": ("responses/{response_id}/input_items", {"GET"}, "FUNCTION"),
     "health": ("health", {"GET"}, "ANONYMOUS"),
 }
 QUEUE_FUNCTIONS = {"run_in_background": "%RUNS_QUEUE%", "fail_poisoned_run": "%RUNS_QUEUE%-poison"}

@@ -1,0 +1,195 @@
+"""Parse ``POST /api/responses`` into a turn: the body ``POST /api/runs`` (or a thread's
+runs route) would take, so the one turn factory runs it, synchronously or from the queue.
+
+Strict, as the runs routes are: an unknown field, or one this endpoint does not do
+(``tools``, ``temperature``...), is a 400 naming it (OpenAI's ``param``), not silently
+ignored. The workflow owns the model, its instructions and its tools.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from resumable import strict_json
+from resumable.errors import InvalidRequest, ResumeError
+from resumable.ids import validate_id
+
+from .openai_objects import run_id_of, with_param
+from .settings import InputLimits
+
+FIELDS = frozenset(
+    {"input", "model", "previous_response_id", "conversation", "stream", "background", "store", "metadata"}
+)
+# "developer" is OpenAI's newer name for a system message.
+_ROLES = {"user": "user", "system": "system", "developer": "system"}
+_MESSAGE_KEYS = frozenset({"type", "role", "content", "id", "status"})
+_OUTPUT_KEYS = frozenset({"type", "call_id", "output", "id", "status"})
+MAX_METADATA = 16
+
+
+class UnknownParameter(InvalidRequest):
+    code = "unknown_parameter"
+
+
+class ModelNotFound(InvalidRequest):
+    code = "model_not_found"
+
+
+def bad(message: str, param: str, error: type[ResumeError] = InvalidRequest) -> ResumeError:
+    return with_param(error(message), param)
+
+
+@dataclass(frozen=True, slots=True)
+class CreateRequest:
+    """A parsed create request: new messages or answers, and where the turn runs."""
+
+    messages: list[dict[str, str]] | None
+    answers: dict[str, str] | None
+    model: str
+    previous_response_id: str | None
+    previous_run_id: str | None
+    conversation: str | None
+    stream: bool
+    background: bool
+    store: bool
+    metadata: dict[str, str]
+
+    def runs_body(self, checkpoint_id: str | None) -> bytes:
+        """The turn as ``POST /api/runs`` (``checkpoint_id``) or a thread's runs route takes it."""
+        body: dict[str, Any] = {} if checkpoint_id is None else {"checkpoint_id": checkpoint_id}
+        if self.messages is not None:
+            body["messages"] = self.messages
+        else:
+            body["responses"] = self.answers
+        if self.stream:
+            body["stream"] = True
+        return strict_json.dumps(body)
+
+
+def parse_create(body: bytes, *, model: str, limits: InputLimits) -> CreateRequest:
+    """Validate a create body; ``InvalidRequest`` (400) or ``ResponseNotFound`` (404)."""
+    try:
+        data: Any = strict_json.loads(body)
+    except strict_json.StrictJsonError as exc:
+        raise InvalidRequest(f"The body must be one JSON object encoded as UTF-8: {exc}") from None
+    if not isinstance(data, dict):
+        raise InvalidRequest("The body must be a JSON object.")
+    for name in data:
+        if name not in FIELDS and not (name == "instructions" and data[name] is None):
+            why = "the workflow has its own instructions; send a system message in 'input'"
+            detail = why if name == "instructions" else f"this endpoint takes only {', '.join(sorted(FIELDS))}"
+            raise bad(f"Unsupported parameter '{name}': {detail}.", name, UnknownParameter)
+    if data.get("model") is not None and data["model"] != model:
+        raise bad(
+            f"This endpoint serves the workflow '{model}': send 'model': '{model}', or no model.",
+            "model",
+            ModelNotFound,
+        )
+    stream, background, store = (
+        _flag(data, "stream", False),
+        _flag(data, "background", False),
+        _flag(data, "store", True),
+    )
+    if background and not store:
+        raise bad("A background response is stored: 'background' needs 'store' true.", "background")
+    previous, conversation = data.get("previous_response_id"), data.get("conversation")
+    if previous is not None and conversation is not None:
+        raise bad("Send either 'previous_response_id' or 'conversation', not both.", "conversation")
+    thread_id = None if conversation is None else _conversation(conversation)
+    messages, answers = _input(data.get("input"), limits)
+    if answers is not None and previous is None and thread_id is None:
+        raise bad("A 'function_call_output' answers a response: send its 'previous_response_id'.", "input")
+    return CreateRequest(
+        messages=messages,
+        answers=answers,
+        model=model,
+        previous_response_id=previous,
+        previous_run_id=None if previous is None else run_id_of(previous, param="previous_response_id"),
+        conversation=thread_id,
+        stream=stream,
+        background=background,
+        store=store,
+        metadata=_metadata(data.get("metadata")),
+    )
+
+
+def _flag(data: dict[str, Any], name: str, default: bool) -> bool:
+    value = data.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise bad(f"'{name}' must be true or false.", name)
+    return value
+
+
+def _conversation(value: Any) -> str:
+    """A thread ID, given as a string or as ``{"id": ...}``."""
+    if isinstance(value, dict) and set(value) == {"id"}:
+        value = value["id"]
+    try:
+        return validate_id(value, kind="conversation")
+    except InvalidRequest as exc:
+        raise with_param(exc, "conversation") from None
+
+
+def _metadata(value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or len(value) > MAX_METADATA:
+        raise bad(f"'metadata' must be an object of at most {MAX_METADATA} strings.", "metadata")
+    for key, text in value.items():
+        if len(key) > 64 or not isinstance(text, str) or len(text) > 512:
+            raise bad("'metadata' keys are at most 64 characters; values are strings of at most 512.", "metadata")
+    return dict(value)
+
+
+def _text(value: Any, where: str, limits: InputLimits) -> str:
+    """A string, or a list of ``input_text`` parts (joined by newlines)."""
+    if isinstance(value, list):
+        if not all(
+            isinstance(p, dict) and p.get("type") == "input_text" and isinstance(p.get("text"), str) for p in value
+        ):
+            raise bad(f"{where} parts must be {{'type': 'input_text', 'text': ...}}.", where)
+        value = "\n".join(part["text"] for part in value)
+    if not isinstance(value, str) or not value.strip():
+        raise bad(f"{where} must be a non-empty string or a list of input_text parts.", where)
+    if len(value) > limits.max_message_chars:
+        raise bad(f"{where} is longer than {limits.max_message_chars} characters.", where)
+    return value
+
+
+def _input(value: Any, limits: InputLimits) -> tuple[list[dict[str, str]] | None, dict[str, str] | None]:
+    """New messages, or answers to pending requests (``function_call_output``), never both."""
+    if isinstance(value, str):
+        value = [{"role": "user", "content": value}]
+    if not isinstance(value, list) or not value:
+        raise bad("'input' must be a non-empty string or a non-empty list of items.", "input")
+    messages: list[dict[str, str]] = []
+    answers: dict[str, str] = {}
+    for index, item in enumerate(value):
+        where = f"input[{index}]"
+        kind = item.get("type", "message") if isinstance(item, dict) else None
+        if kind == "message" and set(item) <= _MESSAGE_KEYS and "role" in item:
+            role = _ROLES.get(item["role"])
+            if role is None:
+                why = "earlier replies are in the saved state: continue with 'previous_response_id' or 'conversation'"
+                raise bad(f"{where}.role must be user, system or developer ({why}).", f"{where}.role")
+            messages.append({"role": role, "content": _text(item.get("content"), f"{where}.content", limits)})
+        elif kind == "function_call_output" and set(item) <= _OUTPUT_KEYS:
+            try:
+                call_id = validate_id(item.get("call_id"), kind="call_id")
+            except InvalidRequest as exc:
+                raise with_param(exc, f"{where}.call_id") from None
+            if call_id in answers:
+                raise bad(f"{where} answers '{call_id}' a second time.", f"{where}.call_id")
+            answers[call_id] = _text(item.get("output"), f"{where}.output", limits)
+        else:
+            raise bad(f"{where} must be a message or a function_call_output item.", where)
+    if messages and answers:
+        raise bad("Send either messages or function_call_output items, not both.", "input")
+    if len(messages) > limits.max_messages or len(answers) > limits.max_responses:
+        raise bad(f"'input' holds at most {limits.max_messages} messages or {limits.max_responses} outputs.", "input")
+    if messages and not any(m["role"] == "user" for m in messages):
+        raise bad("'input' must include at least one user message.", "input")
+    return (messages, None) if messages else (None, answers)

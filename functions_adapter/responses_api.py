@@ -1,0 +1,285 @@
+"""OpenAI Responses-compatible routes: ``/api/responses`` for any OpenAI SDK.
+
+A response is a run. ``POST /api/responses`` is translated (``openai_request``) into the
+body the runs routes take and goes through the same turn factory, run owner,
+Idempotency-Key claim, signature check and background accept as ``POST /api/runs``;
+``previous_response_id`` resumes from that response's checkpoint (a fork, nothing
+moves), ``conversation`` is a turn on that thread (its head moved by CAS). Its ID is
+``resp_<run_id>``: a background response's run record, or (``store``, the default) a
+synchronous one's, written once it committed. The shapes are in ``openai_objects``, the
+stream in ``openai_events``; errors are rendered in OpenAI's shape.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+from fastapi import Request, Response
+from starlette.datastructures import QueryParams
+
+from resumable import layout
+from resumable import run_records as rr
+from resumable.errors import InvalidRequest, ResumeError
+from resumable.held_claim import HeldClaim
+from resumable.idempotency import StoredResponse, fingerprint
+from resumable.ids import is_ascii_digits
+from resumable.record_store import DELETE, Stored
+from resumable.run_events import EventReader
+from resumable.run_owner import RunOwner
+from resumable.run_records import RunRecord, RunRecords
+from resumable.storage import storage_unavailable_on_failure
+
+from . import background_submit, thread_api
+from .openai_events import ResponseEvents, logged_run, run_frames
+from .openai_objects import (
+    STATUS,
+    ResponseInProgress,
+    ResponseNotFound,
+    from_record,
+    input_items,
+    is_response,
+    items_page,
+    openai_error,
+    response_id,
+    run_id_of,
+    skeleton,
+    with_param,
+)
+from .openai_request import CreateRequest, bad, parse_create
+from .openai_sync import ResponseCommit, event_stream, live_frames, replayed
+from .request_trace import traced
+from .responses import JSON_MEDIA_TYPE, json_response, render_json
+from .routes import DedupeKey, dedupe_key, read_body, require_json, verify_signature
+from .settings import Settings
+from .turns import Turn, build_turn
+from .wiring import build_service, container_for, idempotency_store, load_settings
+
+logger = logging.getLogger(__name__)
+# How long a cancel waits for a running response to stop, so the answer says "cancelled".
+CANCEL_WAIT_SECONDS = 5.0
+MAX_PAGE = 100
+
+
+async def handle_create(request: Request) -> Response:
+    return await traced(request, "responses", lambda: _create(request), openai_error)
+
+
+async def handle_get(request: Request, response_id: str) -> Response:
+    return await traced(request, "responses/{response_id}", lambda: _get(request, response_id), openai_error)
+
+
+async def handle_cancel(request: Request, response_id: str) -> Response:
+    return await traced(request, "responses/{response_id}/cancel", lambda: _cancel(request, response_id), openai_error)
+
+
+async def handle_delete(request: Request, response_id: str) -> Response:
+    return await traced(request, "responses/{response_id}", lambda: _delete(request, response_id), openai_error)
+
+
+async def handle_input_items(request: Request, response_id: str) -> Response:
+    route = "responses/{response_id}/input_items"
+    return await traced(request, route, lambda: _input_items(request, response_id), openai_error)
+
+
+# -- POST /api/responses ------------------------------------------------------------------
+
+
+async def _create(request: Request) -> Response:
+    settings = load_settings()
+    body = await read_body(request, settings.max_request_bytes)
+    verify_signature(request, body, settings)
+    require_json(request.headers.get("content-type"))
+    parsed = parse_create(body, model=settings.workflow, limits=settings.limits)
+    if parsed.conversation is not None:
+        await thread_api.gate(request, settings, "responses", parsed.conversation)
+    runs_body = parsed.runs_body(await _continued_from(request, settings, parsed))
+    turn = build_turn(settings, build_service(settings), runs_body, thread_id=parsed.conversation)
+    create = _Create(request, settings, parsed, turn, body, runs_body, dedupe_key(request, settings))
+    return await (_accept(create) if parsed.background else _respond(create))
+
+
+@dataclass(frozen=True, slots=True)
+class _Create:
+    request: Request
+    settings: Settings
+    parsed: CreateRequest
+    turn: Turn
+    body: bytes  # as the caller sent it: the Idempotency-Key's fingerprint is of these bytes
+    runs_body: bytes  # the turn as the runs routes take it: what a run record keeps
+    dedupe: DedupeKey | None
+
+
+async def _continued_from(request: Request, settings: Settings, parsed: CreateRequest) -> str | None:
+    """The checkpoint ``previous_response_id`` saved (404 if no such response)."""
+    if parsed.previous_run_id is None:
+        return None
+    record = (await _response(settings, parsed.previous_run_id, param="previous_response_id")).value
+    if record.thread_id is not None:
+        await thread_api.gate(request, settings, "responses", record.thread_id)
+    if not record.terminal:
+        error = ResponseInProgress("The previous response has not finished; continue from it once it completed.")
+        raise with_param(error, "previous_response_id")
+    if record.status != rr.SUCCEEDED or record.result is None:
+        why = f"The previous response is {STATUS[record.status]}: it saved nothing to continue from."
+        raise bad(why, "previous_response_id")
+    return str(json.loads(record.result)["checkpoint_id"])
+
+
+def _base(parsed: CreateRequest, run_id: str, created_at: float) -> dict[str, object]:
+    return skeleton(
+        run_id=run_id,
+        created_at=created_at,
+        model=parsed.model,
+        background=parsed.background,
+        previous_response_id=parsed.previous_response_id,
+        conversation=parsed.conversation,
+        metadata=parsed.metadata,
+    )
+
+
+async def _respond(create: _Create) -> Response:
+    """Run it now: the response as JSON, or its events as they happen."""
+    request, settings, parsed, turn = create.request, create.settings, create.parsed, create.turn
+    run_id, created_at = rr.new_run_id(), time.time()
+    base = _base(parsed, run_id, created_at)
+    request_fingerprint = fingerprint(request.method, request.url.path, create.body)
+    claim = None
+    if create.dedupe is not None:
+        store = idempotency_store(settings, build_service(settings), ttl_seconds=create.dedupe.ttl_seconds)
+        begun = await store.begin(create.dedupe.key, request_fingerprint, kind=create.dedupe.kind)
+        if isinstance(begun, StoredResponse):
+            return replayed(begun, stream=parsed.stream)
+        claim = HeldClaim(store, begun)
+    record = RunRecord(
+        run_id=run_id,
+        body=create.runs_body,
+        fingerprint=request_fingerprint,
+        accepted=render_json(base),
+        created_at=created_at,
+        thread_id=turn.thread_id,
+        checkpoint_id=turn.request.checkpoint_id,
+    )
+    commit = ResponseCommit(base, claim, record, RunRecords(container_for(settings)) if parsed.store else None)
+    owner = RunOwner(turn.runner, turn.request, claim=commit)  # the claim it settles: see ResponseCommit
+    if parsed.stream:
+        events = await owner.stream(keepalive_seconds=settings.sse_keepalive_seconds)
+        return event_stream(live_frames(ResponseEvents(base), events, commit, base))
+    await owner.result()
+    return Response(commit.final, media_type=JSON_MEDIA_TYPE)
+
+
+async def _accept(create: _Create) -> Response:
+    """Queue it (the background accept of ``/api/runs``): the queued response, or its stream."""
+    parsed, settings = create.parsed, create.settings
+    accepted = await background_submit.submit(
+        create.request,
+        create.turn,
+        record_body=create.runs_body,
+        request_body=create.body,
+        settings=settings,
+        dedupe=create.dedupe,
+        render=lambda run_id, created_at: render_json(_base(parsed, run_id, created_at)),
+    )
+    if accepted.run_id is None:  # the key's earlier synchronous answer
+        return Response(accepted.body, status_code=accepted.status, media_type=JSON_MEDIA_TYPE)
+    if parsed.stream:
+        return _follow(settings, (await _response(settings, accepted.run_id)).value, after=-1)
+    return Response(accepted.body, media_type=JSON_MEDIA_TYPE)
+
+
+# -- the other routes --------------------------------------------------------------------
+
+
+async def _response(settings: Settings, run_id: str, *, param: str | None = None) -> Stored[RunRecord]:
+    found = await RunRecords(container_for(settings)).get(run_id)
+    if found is None or not is_response(found.value):
+        error = ResponseNotFound(f"No response has the ID '{response_id(run_id)}'.")
+        raise error if param is None else with_param(error, param)
+    return found
+
+
+async def _authorized(request: Request, settings: Settings, route: str, response_id: str) -> Stored[RunRecord]:
+    """The response's record, once the thread authorizer allowed this caller its conversation."""
+    found = await _response(settings, run_id_of(response_id))
+    if found.value.thread_id is not None:
+        await thread_api.gate(request, settings, route, found.value.thread_id)
+    return found
+
+
+def _follow(settings: Settings, record: RunRecord, *, after: int) -> Response:
+    """The response's events from its run's log (numbered from the start), then live."""
+    container = container_for(settings)
+    reader = EventReader(container, record.run_id)
+    source = logged_run(RunRecords(container), reader, record, settings.sse_keepalive_seconds)
+    return event_stream(run_frames(ResponseEvents(json.loads(record.accepted)), source), after=after)
+
+
+def _number(query: QueryParams, name: str, default: int, most: int) -> int:
+    raw = query.get(name)
+    if raw is None:
+        return default
+    if not is_ascii_digits(raw) or int(raw) > most:
+        raise bad(f"'{name}' must be a whole number up to {most}.", name)
+    return int(raw)
+
+
+async def _get(request: Request, response_id: str) -> Response:
+    """The response; with ``?stream=true``, its events after ``starting_after``, then live."""
+    settings = load_settings()
+    found = await _authorized(request, settings, "responses/{response_id}", response_id)
+    stream = request.query_params.get("stream", "false")
+    if stream not in ("true", "false"):
+        raise bad("'stream' must be true or false.", "stream")
+    if stream == "true":
+        after = _number(request.query_params, "starting_after", -1, 2**53)
+        return _follow(settings, found.value, after=after)
+    return json_response(from_record(found.value))
+
+
+async def _cancel(request: Request, response_id: str) -> Response:
+    """Stop a background response (idempotent); waits briefly for a running one to stop."""
+    settings = load_settings()
+    found = await _authorized(request, settings, "responses/{response_id}/cancel", response_id)
+    if not json.loads(found.value.accepted).get("background"):
+        raise InvalidRequest("Only a background response can be cancelled; this one ran synchronously.")
+    control = background_submit.run_control(settings)
+    record = await control.cancel(found)
+    record = await control.wait(Stored(record, ""), CANCEL_WAIT_SECONDS)
+    return json_response(from_record(record))
+
+
+async def _delete(request: Request, response_id: str) -> Response:
+    """Delete a finished response (its record and event logs); its checkpoint stays."""
+    settings = load_settings()
+    found = await _authorized(request, settings, "responses/{response_id}", response_id)
+    if not found.value.terminal:
+        raise ResponseInProgress("The response is still running: cancel it first, then delete it.")
+    container = container_for(settings)
+    run_id = found.value.run_id
+    await RunRecords(container).update(
+        run_id, lambda r: DELETE if r is not None and r.terminal else None, current=found
+    )
+    try:  # best effort: with the record gone nothing reads them, and retention removes leftovers
+        with storage_unavailable_on_failure("delete run events"):
+            async for blob in container.list_blobs(name_starts_with=layout.run_events_prefix(run_id)):
+                with contextlib.suppress(ResourceNotFoundError):
+                    await container.delete_blob(blob.name)
+    except (ResumeError, ResourceNotFoundError, HttpResponseError):
+        logger.warning("Could not delete the event logs of response %s", run_id)
+    return json_response({"id": response_id, "object": "response", "deleted": True})
+
+
+async def _input_items(request: Request, response_id: str) -> Response:
+    """What the response was created with, a page at a time (``order``, ``after``, ``limit``)."""
+    settings = load_settings()
+    found = await _authorized(request, settings, "responses/{response_id}/input_items", response_id)
+    query = request.query_params
+    limit = max(1, _number(query, "limit", 20, MAX_PAGE))
+    return json_response(
+        items_page(input_items(found.value), order=query.get("order"), after=query.get("after"), limit=limit)
+    )
