@@ -18,7 +18,6 @@ import contextlib
 import gc
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -75,10 +74,12 @@ class GcPauses:
         gc.callbacks.remove(self._callback)
 
 
-def _rss_mib() -> float:
+def _status_mib(field: str) -> float:
+    """``VmRSS`` (now) or ``VmHWM`` (peak) of this process. Not ``ru_maxrss``: Linux keeps
+    that across ``execve``, so a child would report its parent's peak if it was higher."""
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
     return 0.0
 
@@ -105,7 +106,7 @@ async def _child(state_bytes: int, concurrency: int, supersteps: int) -> dict[st
     try:
         base = (await post({"messages": "start"}))["checkpoint_id"]
         await post({"checkpoint_id": base, "messages": "warm"})
-        before = _rss_mib()
+        before = _status_mib("VmRSS")
 
         async def one() -> float:
             started = time.perf_counter()
@@ -135,7 +136,7 @@ async def _child(state_bytes: int, concurrency: int, supersteps: int) -> dict[st
         "longest_gc_ms": pauses.longest_ms,
         "ticks": ticker.ticks,
         "rss_before_mib": before,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mib": _status_mib("VmHWM"),
     }
 
 
