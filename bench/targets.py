@@ -104,10 +104,14 @@ def targets_table(report: Report) -> None:
             f"{app:.2f}× ({app_vs_extension:.2f}× of the floor plus the HTTP streaming extension, which alone is "
             f"{extension:.2f}×)",
             "≤ 1.1×",
-            _verdict(
-                app <= 1.1,
-                "the HTTP streaming extension the triggers need imports fastapi, starlette and uvicorn, over 1.1× "
-                "by itself; what the app adds on top is within noise",
+            (
+                "**met** in this run, at the edge across runs (the ratio moves with the machine's load)"
+                if app <= 1.1
+                else _verdict(
+                    False,
+                    "the HTTP streaming extension the triggers need imports fastapi, starlette and uvicorn, over "
+                    "1.1× by itself; what the app adds on top is within noise",
+                )
             ),
         ]
     )
