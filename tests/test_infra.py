@@ -331,6 +331,10 @@ def test_settings_parity_code_local_and_bicep() -> None:
         assert f"{prefix}__clientId" in bicep
     assert "PYTHON_ENABLE_INIT_INDEXING" in local
     assert "PYTHON_ENABLE_INIT_INDEXING" in bicep
+    # Local only: `func start` on 3.11/3.12 otherwise imports the worker's bundled azure-functions
+    # (1.22.0b4 in worker 4.34) ahead of the locked one. In Azure the app's packages come first.
+    assert local_settings()["PYTHON_ISOLATE_WORKER_DEPENDENCIES"] == "1"
+    assert "PYTHON_ISOLATE_WORKER_DEPENDENCIES" not in bicep
     # The run queue: a connection string locally (AzureWebJobsStorage), the identity form in Azure.
     assert set(QUEUE_SETTINGS) <= bicep and not set(QUEUE_SETTINGS) & local
 
