@@ -9,7 +9,7 @@ import gc
 import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response
 
-from functions_adapter import maintenance, queue_triggers, responses_api, telemetry
+from functions_adapter import maintenance, queue_triggers, responses_api, telemetry, webhooks
 from functions_adapter import routes as http_api
 
 telemetry.configure()
@@ -130,6 +130,10 @@ async def health(req: Request) -> Response:
     """Liveness probe; anonymous, touches no storage."""
     return await http_api.handle_health()
 
+
+# The Slack and GitHub adapters (/api/adapters/...), each only when its signing secret is set;
+# read when the host indexes the app, so turning one on or off takes a restart.
+webhooks.register(app)
 
 # Everything imported so far lives for the whole worker. Moving it out of the collector's
 # view keeps full collections short under load: in bench/run.py, 50 concurrent resumes saw

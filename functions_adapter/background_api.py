@@ -8,41 +8,33 @@ thread, as the thread's own routes are.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
-from opentelemetry import propagate, trace
 
 from resumable import run_records as rr
-from resumable.background import terminal_event
-from resumable.errors import InvalidRequest, ServerMisconfigured
-from resumable.idempotency import fingerprint
+from resumable.background import follow
+from resumable.event_pump import IdleTick
 from resumable.record_store import Stored
-from resumable.run_accept import Accepted, AcceptRequest, Callback, Dedupe, RenderAccepted, RunAcceptor
-from resumable.run_control import RunControl
-from resumable.run_events import EventReader
+from resumable.run_accept import Accepted
+from resumable.run_events import EventReader, LoggedEvent
 from resumable.run_records import RunRecord, RunRecords
-from resumable.runs import RunRequest
-from resumable.thread_order import ThreadOrder
 
-from . import callback_url, callbacks, thread_api
+from . import callbacks, thread_api
+from .background_submit import run_control, submit
 from .headers import last_event_id as _last_event_id
 from .headers import preferences
 from .headers import wait_seconds as _wait_seconds
-from .queue_triggers import callbacks_for, run_queue
 from .responses import JSON_MEDIA_TYPE, json_response, render_json
 from .settings import Settings
 from .sse import KEEPALIVE, MEDIA_TYPE, sse_event
 from .turns import Turn
-from .wiring import build_service, container_for, idempotency_store, load_settings
+from .wiring import container_for, load_settings
 
 logger = logging.getLogger(__name__)
-POLL_SECONDS = 0.5
 _STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
@@ -84,65 +76,6 @@ async def accept(request: Request, body: bytes, turn: Turn, *, settings: Setting
     return accepted_response(accepted, async_preferred=async_preferred)
 
 
-async def submit(
-    request: Request,
-    turn: Turn,
-    *,
-    record_body: bytes,
-    request_body: bytes,
-    settings: Settings,
-    dedupe: Any,
-    render: RenderAccepted,
-) -> Accepted:
-    """Accept ``turn`` as a background run (``RunAcceptor``): the record keeps
-    ``record_body`` (what the queue trigger's turn factory parses) and the key's
-    fingerprint is of ``request_body`` (what the caller sent); ``render`` shapes the answer."""
-    queue = run_queue(settings)
-    container = container_for(settings)
-    keys = None
-    if dedupe is not None:
-        keys = idempotency_store(settings, build_service(settings), ttl_seconds=dedupe.ttl_seconds)
-    carrier: dict[str, str] = {}
-    propagate.inject(carrier)
-
-    def traced_render(run_id: str, created_at: float) -> bytes:
-        trace.get_current_span().set_attribute("run_id", run_id)
-        return render(run_id, created_at)
-
-    return await RunAcceptor(RunRecords(container), ThreadOrder(container), queue, keys).accept(
-        AcceptRequest(
-            body=record_body,
-            fingerprint=fingerprint(request.method, request.url.path, request_body),
-            thread_id=turn.thread_id,
-            checkpoint_id=turn.request.checkpoint_id,
-            dedupe=None if dedupe is None else Dedupe(dedupe.key, dedupe.kind),
-            trace=carrier,
-        ),
-        validate=lambda: turn.runner.validate(turn.request),
-        callback=lambda: _check_callback(turn.request.callback_url or settings.callback_url, settings),
-        render=traced_render,
-    )
-
-
-async def _check_callback(url: str | None, settings: Settings) -> Callback | None:
-    """The run's callback, checked now (400 for an address this app will not call)."""
-    if url is None:
-        return None
-    if not settings.callback_secrets:
-        logger.error("Configuration error: a callback was asked for and CALLBACK_SECRET is not set")
-        raise ServerMisconfigured()
-    checked = await callback_url.check(url, callbacks.policy_of(settings))
-    return Callback(checked.url)
-
-
-def refuse_synchronous_callback(run_request: RunRequest) -> None:
-    """A callback belongs to a background run: a synchronous caller has the result in hand."""
-    if run_request.callback_url is not None:
-        raise InvalidRequest(
-            "'callback_url' needs a background run: add 'Prefer: respond-async' or \"background\": true."
-        )
-
-
 # -- GET /api/runs/{id}, GET /api/runs/{id}/stream, POST /api/runs/{id}/cancel -------------
 
 
@@ -152,10 +85,6 @@ async def _authorized(request: Request, settings: Settings, route: str, run_id: 
     if found.value.thread_id is not None:
         await thread_api.gate(request, settings, route, found.value.thread_id)
     return found
-
-
-def run_control(settings: Settings) -> RunControl:
-    return RunControl(RunRecords(container_for(settings)), on_finished=callbacks_for(settings).schedule)
 
 
 async def get_status(request: Request, run_id: str) -> Response:
@@ -186,44 +115,18 @@ async def cancel(request: Request, run_id: str) -> Response:
 async def join(request: Request, run_id: str) -> Response:
     """SSE: the run's events from the start (or after ``Last-Event-ID``), then live."""
     settings = load_settings()
-    record = (await _authorized(request, settings, "runs/{run_id}/stream", run_id)).value
+    await _authorized(request, settings, "runs/{run_id}/stream", run_id)
     container = container_for(settings)
-    start = _last_event_id(request.headers.get("last-event-id"))
-    frames = _follow(
-        RunRecords(container), EventReader(container, run_id), record, start, settings.sse_keepalive_seconds
+    events = follow(
+        RunRecords(container),
+        EventReader(container, run_id),
+        run_id,
+        _last_event_id(request.headers.get("last-event-id")),
+        idle_seconds=settings.sse_keepalive_seconds,
     )
-    return StreamingResponse(frames, media_type=MEDIA_TYPE, headers=_STREAM_HEADERS)
+    return StreamingResponse(_frames(events), media_type=MEDIA_TYPE, headers=_STREAM_HEADERS)
 
 
-async def _follow(
-    records: RunRecords, reader: EventReader, record: RunRecord, start: tuple[int, int], keepalive: float
-) -> AsyncIterator[bytes]:
-    attempt, after = start
-    attempt = max(attempt, 1)
-    offset = 0
-    quiet_since = time.monotonic()
-    while True:
-        events, offset = await reader.read(attempt, offset) if record.attempts >= attempt else ([], offset)
-        for event in events:
-            if event.seq <= after:
-                continue
-            after = event.seq
-            quiet_since = time.monotonic()
-            yield sse_event(event.name, event.data, event_id=event.event_id)
-            if event.name in ("done", "error", "cancelled"):
-                return
-        if not events:
-            if record.attempts > attempt:  # a new attempt took over: follow it
-                attempt, after, offset = attempt + 1, 0, 0
-                yield sse_event("restarted", {"run_id": record.run_id, "attempt": attempt}, event_id=f"{attempt}.0")
-                continue
-            if record.terminal:
-                final = terminal_event(record)
-                if final is not None:
-                    yield sse_event(*final, event_id=f"{attempt}.{after + 1}")
-                return
-            if time.monotonic() - quiet_since >= keepalive:
-                quiet_since = time.monotonic()
-                yield KEEPALIVE
-            await asyncio.sleep(POLL_SECONDS)
-        record = (await records.get(record.run_id) or Stored(record, "")).value
+async def _frames(events: AsyncIterator[LoggedEvent | IdleTick]) -> AsyncIterator[bytes]:
+    async for item in events:
+        yield KEEPALIVE if isinstance(item, IdleTick) else sse_event(item.name, item.data, event_id=item.event_id)

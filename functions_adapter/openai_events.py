@@ -13,18 +13,17 @@ run (``openai_objects``), the same object ``GET /api/responses/{id}`` returns.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from resumable.event_pump import IdleTick
 from resumable.run_events import EventReader, LoggedEvent
+from resumable.run_follow import TERMINAL_EVENTS, follow
 from resumable.run_records import RunRecord, RunRecords
 
 from .openai_objects import PREFIX, call_item, from_record, message_item, render, text_of
 
-POLL_SECONDS = 0.5
 TERMINAL = {"completed": "response.completed", "failed": "response.failed", "cancelled": "response.failed"}
 Frame = dict[str, Any]
 
@@ -177,34 +176,19 @@ def _part(text: str) -> dict[str, Any]:
 async def logged_run(
     records: RunRecords, reader: EventReader, record: RunRecord, keepalive: float
 ) -> AsyncIterator[LoggedEvent | RunRecord | None]:
-    """Every logged event of the run, attempt after attempt, then its finished record;
-    None after each ``keepalive`` seconds of silence. Ends early if the record is deleted.
-
-    The record is read before the log each round: an attempt flushes its events before it
-    writes the outcome, so a finished record read first means the log read next is whole.
-    (Kept small and apart: it can move onto ``resumable.run_follow`` when that lands.)
-    """
-    attempt, offset, quiet_since = 1, 0, time.monotonic()
-    while True:
-        events, offset = await reader.read(attempt, offset) if record.attempts >= attempt else ([], offset)
-        for event in events:
-            quiet_since = time.monotonic()
-            yield event
-        if not events:
-            if record.attempts > attempt:
-                attempt, offset = attempt + 1, 0
-                continue
-            if record.terminal:
-                yield record
-                return
-            if time.monotonic() - quiet_since >= keepalive:
-                quiet_since = time.monotonic()
-                yield None
-            await asyncio.sleep(POLL_SECONDS)
-        latest = await records.get(record.run_id)
-        if latest is None:
+    """Every logged event of the run, attempt after attempt (the library's ``follow``: the
+    log, then the last attempt's tail from its record), then its finished record; None
+    after each ``keepalive`` seconds of silence. Ends early if the record is deleted."""
+    async for item in follow(records, reader, record.run_id, idle_seconds=keepalive):
+        if isinstance(item, IdleTick):
+            yield None
+        elif item.name in TERMINAL_EVENTS:  # written from the settled record: read it once
+            latest = await records.get(record.run_id)
+            if latest is not None and latest.value.terminal:
+                yield latest.value
             return
-        record = latest.value
+        elif item.name != "restarted":  # a new attempt shows in the events' own attempt
+            yield item
 
 
 async def run_frames(

@@ -27,6 +27,7 @@ from fastapi.responses import StreamingResponse
 
 from resumable import run_records as rr
 from resumable.cancel_safe import finish_even_if_cancelled
+from resumable.claim import TaskOwner
 from resumable.errors import ResumeError
 from resumable.event_pump import IdleTick
 from resumable.held_claim import HeldClaim
@@ -57,9 +58,9 @@ class ResponseCommit:
         self.final: bytes | None = None
         self.settled = asyncio.Event()
 
-    def start_renewing(self) -> None:
+    def start(self, tasks: TaskOwner) -> None:
         if self._claim is not None:
-            self._claim.start_renewing()
+            self._claim.start(tasks)
 
     def _render(self, result: bytes) -> bytes:
         if self.final is None:

@@ -34,7 +34,7 @@ from resumable.run_owner import RunOwner
 from resumable.run_records import RunRecord, RunRecords
 from resumable.storage import storage_unavailable_on_failure
 
-from . import background_api, thread_api
+from . import background_submit, thread_api
 from .openai_events import ResponseEvents, logged_run, run_frames
 from .openai_objects import (
     STATUS,
@@ -176,7 +176,7 @@ async def _respond(create: _Create) -> Response:
 async def _accept(create: _Create) -> Response:
     """Queue it (the background accept of ``/api/runs``): the queued response, or its stream."""
     parsed, settings = create.parsed, create.settings
-    accepted = await background_api.submit(
+    accepted = await background_submit.submit(
         create.request,
         create.turn,
         record_body=create.runs_body,
@@ -247,7 +247,7 @@ async def _cancel(request: Request, response_id: str) -> Response:
     found = await _authorized(request, settings, "responses/{response_id}/cancel", response_id)
     if not json.loads(found.value.accepted).get("background"):
         raise InvalidRequest("Only a background response can be cancelled; this one ran synchronously.")
-    control = background_api.run_control(settings)
+    control = background_submit.run_control(settings)
     record = await control.cancel(found)
     record = await control.wait(Stored(record, ""), CANCEL_WAIT_SECONDS)
     return json_response(from_record(record))

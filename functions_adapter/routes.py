@@ -22,7 +22,7 @@ from resumable.ids import is_ascii_digits, validate_id
 from resumable.run_owner import RunOwner
 from resumable.runs import Runner, RunRequest
 
-from . import background_api, thread_api
+from . import background_api, background_submit, thread_api
 from . import signatures as webhook_signature
 from .request_trace import traced
 from .responses import JSON_MEDIA_TYPE, event_stream, json_response, replay
@@ -99,7 +99,7 @@ async def _post_run(request: Request, *, thread_id: str | None) -> Response:
     dedupe = dedupe_key(request, settings)
     if run_request.background or "respond-async" in background_api.preferences(request.headers.get("prefer")):
         return await background_api.accept(request, body, turn, settings=settings, dedupe=dedupe)
-    background_api.refuse_synchronous_callback(run_request)
+    background_submit.refuse_synchronous_callback(run_request)
     if dedupe is None:
         return await _execute(runner, run_request, None, settings.sse_keepalive_seconds)
     store = idempotency_store(settings, service, ttl_seconds=dedupe.ttl_seconds)

@@ -63,8 +63,14 @@ MODEL_SETTINGS = (
 )
 # Application Insights; nothing is exported (or imported) without the connection string.
 TELEMETRY_SETTINGS = ("APPLICATIONINSIGHTS_CONNECTION_STRING", "APPLICATIONINSIGHTS_AUTHENTICATION_STRING")
+# The Slack and GitHub adapters (functions_adapter/webhooks/): each is registered only when
+# its signing secret is set. The secrets are Key Vault references in Azure.
+ADAPTER_SECRETS = ("GITHUB_WEBHOOK_SECRET", "SLACK_SIGNING_SECRET", "SLACK_BOT_TOKEN")
+ADAPTER_SETTINGS = (*ADAPTER_SECRETS, "ADAPTER_ANSWER_URL", "SLACK_API_URL")
 # Every setting this package reads.
-CODE_SETTINGS = STORAGE_SETTINGS + QUEUE_SETTINGS + TUNING_SETTINGS + MODEL_SETTINGS + TELEMETRY_SETTINGS
+CODE_SETTINGS = (
+    STORAGE_SETTINGS + QUEUE_SETTINGS + TUNING_SETTINGS + MODEL_SETTINGS + TELEMETRY_SETTINGS + ADAPTER_SETTINGS
+)
 
 # Settings the platform reads, not this package; allowed in local.settings and Bicep.
 PLATFORM_SETTINGS = (

@@ -83,6 +83,18 @@ param callbackSecretUri string = ''
 @description('Hosts completion callbacks may go to, comma-separated (exact names and *.example.com); empty allows any public HTTPS host.')
 param callbackAllowedHosts string = ''
 
+@description('Optional Key Vault secret URI whose value is GITHUB_WEBHOOK_SECRET; set, the GitHub adapter (POST /api/adapters/github) is registered. Grant the app identity Key Vault Secrets User on that vault.')
+param githubWebhookSecretUri string = ''
+
+@description('Optional Key Vault secret URI whose value is SLACK_SIGNING_SECRET; set, the Slack adapter (/api/adapters/slack/events and /answer) is registered.')
+param slackSigningSecretUri string = ''
+
+@description('Optional Key Vault secret URI whose value is SLACK_BOT_TOKEN (xoxb-...), which posts the Slack adapter\'s replies.')
+param slackBotTokenUri string = ''
+
+@description('ADAPTER_ANSWER_URL: the completion callback of the adapters\' turns (for Slack: https://<app>.azurewebsites.net/api/adapters/slack/answer); empty: none.')
+param adapterAnswerUrl string = ''
+
 @description('The run queue background runs use (RUNS_QUEUE); its poison queue is <name>-poison.')
 param runsQueueName string = 'runs'
 
@@ -185,6 +197,10 @@ module functionApp 'app/function-app.bicep' = {
     threadAuthorizer: threadAuthorizer
     easyAuthClientId: easyAuthClientId
     callbackAllowedHosts: callbackAllowedHosts
+    githubWebhookSecretUri: githubWebhookSecretUri
+    slackSigningSecretUri: slackSigningSecretUri
+    slackBotTokenUri: slackBotTokenUri
+    adapterAnswerUrl: adapterAnswerUrl
     deploymentContainerName: deploymentContainerName
     checkpointContainerName: checkpointContainerName
     applicationInsightsConnectionString: monitoring.outputs.connectionString

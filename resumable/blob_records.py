@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 from azure.core import MatchConditions
@@ -36,8 +38,28 @@ class RecordUnreadable(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Record:
+    """A record as read or written. ``modified`` is its Last-Modified and ``seen`` the
+    response's Date: both the storage service's clock (epoch seconds, whole seconds), so
+    two instances can compare ages without trusting each other's clocks."""
+
     data: dict[str, Any]
     etag: str
+    modified: float | None = None
+    seen: float | None = None
+
+
+def _epoch(value: Any) -> float | None:
+    """A datetime, or an HTTP date string, as epoch seconds (None if absent or unparsable)."""
+    if isinstance(value, str):
+        try:
+            value = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+    return value.timestamp() if isinstance(value, datetime) else None
+
+
+def _written(data: dict[str, Any], result: dict[str, Any]) -> Record:
+    return Record(data, str(result["etag"]), _epoch(result.get("last_modified")), _epoch(result.get("date")))
 
 
 def _is_conflict(exc: HttpResponseError) -> bool:
@@ -59,8 +81,13 @@ class BlobRecords:
 
     async def get(self, name: str) -> Record | None:
         """The record, None if there is none; ``RecordUnreadable`` if it is not ours to read."""
+        dates: list[str] = []
+
+        def note_date(response: Any) -> None:
+            dates.append(response.http_response.headers.get("Date", ""))
+
         try:
-            raw, properties = await download_capped(self._blob(name), MAX_RECORD_BYTES + 1)
+            raw, properties = await download_capped(self._blob(name), MAX_RECORD_BYTES + 1, raw_response_hook=note_date)
         except ResourceNotFoundError:
             return None
         if len(raw) > MAX_RECORD_BYTES:
@@ -71,7 +98,9 @@ class BlobRecords:
             raise RecordUnreadable(f"{self._blob_name(name)} is not JSON") from exc
         if not isinstance(data, dict):
             raise RecordUnreadable(f"{self._blob_name(name)} is not a JSON object")
-        return Record(data, str(properties.etag))
+        return Record(
+            data, str(properties.etag), _epoch(properties.last_modified), _epoch(dates[-1] if dates else None)
+        )
 
     async def create(self, name: str, data: dict[str, Any]) -> Record:
         """Create the record; ``RecordConflict`` if it already exists."""
@@ -82,7 +111,7 @@ class BlobRecords:
             if _is_conflict(exc):
                 raise RecordConflict(name) from exc
             raise
-        return Record(data, str(result["etag"]))
+        return _written(data, result)
 
     async def replace(self, name: str, data: dict[str, Any], etag: str) -> Record:
         """Overwrite the record if it still has ``etag``; ``RecordConflict`` otherwise."""
@@ -98,7 +127,7 @@ class BlobRecords:
             if _is_conflict(exc):
                 raise RecordConflict(name) from exc
             raise
-        return Record(data, str(result["etag"]))
+        return _written(data, result)
 
     async def delete(self, name: str, etag: str | None = None) -> bool:
         """Delete the record (only if unchanged, when ``etag`` is given)."""

@@ -22,6 +22,9 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 _END = object()
+# Strong references: the loop keeps only weak ones, and a pump whose response is never
+# read must still run its call to the end.
+_pumping: set[asyncio.Task[None]] = set()
 
 
 class IdleTick:
@@ -36,6 +39,8 @@ class EventPump:
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._keepalive = keepalive_seconds
         self._task = asyncio.get_running_loop().create_task(self._pump(source))
+        _pumping.add(self._task)
+        self._task.add_done_callback(_pumping.discard)
 
     async def _pump(self, source: AsyncIterator[Any]) -> None:
         try:

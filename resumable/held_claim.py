@@ -1,19 +1,21 @@
 """An Idempotency-Key claim held for one run: renewed while the run lives, settled once.
 
-Settling (storing the response, or releasing the key) runs in a task of its own, so a
-caller cancelled meanwhile (a dropped stream) cannot leave the key locked.
+A ``Claim`` (``claim.py``): its renewer is a task of the call's owner, stopped when the
+claim settles. Settling (storing the response, or releasing the key) runs in a task of its
+own, so a caller cancelled meanwhile (a dropped stream) cannot leave the key locked.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from . import idempotency
 from .cancel_safe import finish_even_if_cancelled
+from .claim import TaskOwner
 from .errors import ClaimLost, ResumeError
-from .idempotency import Claim, IdempotencyStore
+from .idempotency import Claim as KeyClaim
+from .idempotency import IdempotencyStore
 
 logger = logging.getLogger(__name__)
 
@@ -26,34 +28,33 @@ class HeldClaim:
     (a client that drops a stream must not leave its key locked).
     """
 
-    def __init__(self, store: IdempotencyStore, claim: Claim) -> None:
+    def __init__(self, store: IdempotencyStore, claim: KeyClaim) -> None:
         self._store = store
         self._claim = claim
         self._lock = asyncio.Lock()  # renewals and the commit write never interleave
         self._renewer: asyncio.Task[None] | None = None
         self._settled = False
 
-    def start_renewing(self) -> None:
-        async def renew() -> None:
-            while True:
-                await asyncio.sleep(idempotency.RENEW_SECONDS)
-                async with self._lock:
-                    try:
-                        await self._store.renew(self._claim)
-                    except ClaimLost:
-                        logger.error("An Idempotency-Key claim was taken over while its request ran")
-                        return
-                    except ResumeError:
-                        logger.warning("Could not renew an Idempotency-Key claim; will try again")
+    def start(self, tasks: TaskOwner) -> None:
+        self._renewer = tasks.create_task(self._renew(), name="idempotency renewer")
 
-        self._renewer = asyncio.get_running_loop().create_task(renew())
+    async def _renew(self) -> None:
+        while True:
+            await asyncio.sleep(idempotency.RENEW_SECONDS)
+            async with self._lock:
+                try:
+                    await self._store.renew(self._claim)
+                except ClaimLost:
+                    logger.error("An Idempotency-Key claim was taken over while its request ran")
+                    return
+                except ResumeError:
+                    logger.warning("Could not renew an Idempotency-Key claim; will try again")
 
     async def _stop_renewing(self) -> None:
-        if self._renewer is not None:
-            self._renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._renewer
-            self._renewer = None
+        renewer, self._renewer = self._renewer, None
+        if renewer is not None and renewer is not asyncio.current_task():
+            renewer.cancel()
+            await asyncio.wait({renewer})
 
     async def before_commit(self, checkpoint_id: str, thread_id: str | None, body: bytes, *, stamp: str = "") -> None:
         async with self._lock:

@@ -76,12 +76,22 @@ Change = Callable[[Any], Any]
 
 @dataclass(frozen=True, slots=True)
 class Stored(Generic[T]):
-    """A record as read or written: its value, the ETag its next write must match, and
-    the tokens of its last writes."""
+    """A record as read or written: its value, the ETag its next write must match, the
+    tokens of its last writes, and the storage service's clock: when the record last
+    changed (``modified``) and when this answer was sent (``seen``), epoch seconds."""
 
     value: T
     etag: str
     writes: tuple[str, ...] = ()
+    modified: float | None = None
+    seen: float | None = None
+
+    @property
+    def age(self) -> float | None:
+        """Seconds since the record last changed, by the service's clock (None: unknown)."""
+        if self.modified is None or self.seen is None:
+            return None
+        return max(0.0, self.seen - self.modified)
 
 
 class RecordStore(Generic[T]):
@@ -92,7 +102,7 @@ class RecordStore(Generic[T]):
         self._schema = schema
         self.prefix = prefix
 
-    def _decode(self, data: dict[str, Any], etag: str) -> Stored[T]:
+    def _decode(self, data: dict[str, Any], etag: str, modified: float | None, seen: float | None) -> Stored[T]:
         version = data.get("version", 1)
         writes = data.get("writes", [])
         if type(version) is not int or version > self._schema.VERSION:
@@ -104,7 +114,7 @@ class RecordStore(Generic[T]):
             value = self._schema.from_json(body)
         except (KeyError, TypeError, ValueError) as exc:
             raise RecordUnreadable(f"not a {self._schema.__name__}: {type(exc).__name__}") from exc
-        return Stored(value, etag, tuple(writes))
+        return Stored(value, etag, tuple(writes), modified, seen)
 
     def _encode(self, value: T, writes: tuple[str, ...]) -> dict[str, Any]:
         return {"version": self._schema.VERSION, "writes": list(writes), **value.to_json()}
@@ -112,7 +122,7 @@ class RecordStore(Generic[T]):
     async def get(self, name: str) -> Stored[T] | None:
         """The record, None if there is none; ``RecordUnreadable`` if it is not ours to read."""
         record = await self._raw.get(name)
-        return None if record is None else self._decode(record.data, record.etag)
+        return None if record is None else self._decode(record.data, record.etag, record.modified, record.seen)
 
     async def create(self, name: str, value: T) -> Stored[T]:
         """Create-only; ``RecordConflict`` if the record exists (and is not this write's own)."""
@@ -174,7 +184,7 @@ class RecordStore(Generic[T]):
             record = await self._raw.create(name, data)
         else:
             record = await self._raw.replace(name, data, seen.etag)
-        return Stored(new, record.etag, writes)
+        return Stored(new, record.etag, writes, record.modified, record.seen)
 
     async def delete(self, name: str, *, etag: str | None = None) -> bool:
         """Delete the record (only if unchanged, when ``etag`` is given)."""

@@ -1,19 +1,26 @@
 """A background run's events, kept so that a caller can join the stream at any time.
 
-Each attempt appends its events to an append blob of its own
-(``runs/<run_id>/events-<attempt>.jsonl``), one JSON line per event with the ID
-``"<attempt>.<seq>"``. Writes are batched (every ``FLUSH_SECONDS`` and at the end),
-so a chatty run costs a few appends a second, not one per token. A reader follows a
-blob by byte offset, so reconnecting from a ``Last-Event-ID`` re-reads nothing it
-does not need.
+Each attempt's events have IDs ``"<attempt>.<seq>"``. They are written in batches, never
+one write per event:
+
+* while the run goes on, every ``FLUSH_SECONDS``, to an append blob of the attempt's own
+  (``runs/<run_id>/events-<attempt>.jsonl``, one JSON line per event), created at its
+  first flush: a run that ends within one period never creates it;
+* what is still buffered when the run settles (the ``tail``) rides in the run record's
+  outcome write, which the attempt makes anyway. The log then holds events ``1..k`` and
+  the record ``k+1..n``; the outcome write comes after every append, so a reader that
+  sees the outcome finds the whole log already written.
+
+A reader follows a log by byte offset, so reconnecting from a ``Last-Event-ID`` re-reads
+nothing it does not need.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +28,6 @@ from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.storage.blob.aio import ContainerClient
 
 from . import layout, strict_json
-from .cancel_safe import finish_even_if_cancelled
 from .errors import ResumeError
 from .storage import create_container_if_missing, storage_unavailable_on_failure
 
@@ -46,58 +52,96 @@ class LoggedEvent:
     def event_id(self) -> str:
         return f"{self.attempt}.{self.seq}"
 
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.event_id, "event": self.name, "data": self.data}
+
+    @classmethod
+    def from_json(cls, item: Mapping[str, Any]) -> LoggedEvent:
+        attempt, seq = (int(part) for part in str(item["id"]).split("."))
+        name, data = item["event"], item["data"]
+        if not isinstance(name, str) or not isinstance(data, dict):
+            raise TypeError("event")
+        return cls(attempt, seq, name, data)
+
 
 class EventWriter:
-    """Appends one attempt's events; a failed append is logged, never fatal to the run."""
+    """Buffers one attempt's events and writes them in batches; a failed append is logged,
+    never fatal to the run. ``take_tail`` ends the log: what is left goes to the caller."""
 
     def __init__(self, container: ContainerClient, run_id: str, attempt: int) -> None:
         self._blob = container.get_blob_client(log_name(run_id, attempt))
         self._container = container
         self._attempt = attempt
         self._seq = 0
-        self._buffer: list[bytes] = []
+        self._buffer: list[LoggedEvent] = []
+        self._created = False
         self._lock = asyncio.Lock()
-        self._flusher: asyncio.Task[None] | None = None
-
-    async def open(self) -> None:
-        with storage_unavailable_on_failure("create event log"):
-            try:
-                await self._blob.create_append_blob()
-            except ResourceNotFoundError:
-                await create_container_if_missing(self._container)
-                await self._blob.create_append_blob()
-        self._flusher = asyncio.get_running_loop().create_task(self._flush_periodically())
+        self._sealed = asyncio.Event()
 
     def add(self, name: str, data: dict[str, Any]) -> None:
+        if self._sealed.is_set():
+            return
         self._seq += 1
-        line = {"id": f"{self._attempt}.{self._seq}", "event": name, "data": data}
-        self._buffer.append(strict_json.dumps(line) + b"\n")
+        self._buffer.append(LoggedEvent(self._attempt, self._seq, name, data))
 
-    async def _flush_periodically(self) -> None:
-        while True:
-            await asyncio.sleep(FLUSH_SECONDS)
-            await self.flush()
+    async def flush_periodically(self) -> None:
+        """Flush every ``FLUSH_SECONDS`` until the log is sealed (run it in the attempt's task group)."""
+        while not self._sealed.is_set():
+            try:
+                await asyncio.wait_for(self._sealed.wait(), FLUSH_SECONDS)
+            except TimeoutError:
+                await self.flush()
 
     async def flush(self) -> None:
         async with self._lock:
-            while self._buffer:
-                batch, size = [], 0
-                while self._buffer and (not batch or size + len(self._buffer[0]) <= _MAX_APPEND):
-                    size += len(self._buffer[0])
-                    batch.append(self._buffer.pop(0))
-                try:
-                    with storage_unavailable_on_failure("append events"):
-                        await self._blob.append_block(b"".join(batch))
-                except ResumeError:
-                    logger.warning("Could not append %d events to a run's log; joiners miss them", len(batch))
+            if not self._sealed.is_set():
+                await self._append(self._take())
+
+    async def take_tail(self) -> tuple[LoggedEvent, ...]:
+        """Seal the log (a flush in progress finishes first) and return what it did not get."""
+        async with self._lock:
+            self._sealed.set()
+            return tuple(self._take())
 
     async def close(self) -> None:
-        """Stop the periodic flush and write what is left, even if the caller is cancelled."""
-        if self._flusher is not None:
-            self._flusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._flusher
-        await finish_even_if_cancelled(self.flush())
+        """Seal the log with everything written to it (an attempt that ends without an outcome)."""
+        async with self._lock:
+            if not self._sealed.is_set():
+                self._sealed.set()
+                await self._append(self._take())
+
+    async def append_late(self, events: tuple[LoggedEvent, ...]) -> None:
+        """Write a tail whose outcome write failed, so joiners still see it (best effort)."""
+        async with self._lock:
+            await self._append(list(events))
+
+    def _take(self) -> list[LoggedEvent]:
+        taken, self._buffer = self._buffer, []
+        return taken
+
+    async def _append(self, events: list[LoggedEvent]) -> None:
+        lines = [strict_json.dumps(event.to_json()) + b"\n" for event in events]
+        count = len(lines)
+        try:
+            with storage_unavailable_on_failure("append events"):
+                if lines and not self._created:
+                    await self._create()
+                while lines:
+                    batch, size = [], 0
+                    while lines and (not batch or size + len(lines[0]) <= _MAX_APPEND):
+                        size += len(lines[0])
+                        batch.append(lines.pop(0))
+                    await self._blob.append_block(b"".join(batch))
+        except ResumeError:
+            logger.warning("Could not append %d events to a run's log; joiners miss them", count)
+
+    async def _create(self) -> None:
+        try:
+            await self._blob.create_append_blob()
+        except ResourceNotFoundError:
+            await create_container_if_missing(self._container)
+            await self._blob.create_append_blob()
+        self._created = True
 
 
 class EventReader:
@@ -119,11 +163,7 @@ class EventReader:
                     return [], offset
                 raise
         end = raw.rfind(b"\n") + 1
-        events: list[LoggedEvent] = []
-        for line in raw[:end].splitlines():
-            item = json.loads(line)
-            event_attempt, seq = (int(part) for part in item["id"].split("."))
-            events.append(LoggedEvent(event_attempt, seq, item["event"], item["data"]))
+        events = [LoggedEvent.from_json(json.loads(line)) for line in raw[:end].splitlines()]
         return events, offset + end
 
 

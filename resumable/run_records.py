@@ -1,45 +1,39 @@
-"""Background runs' records: one typed record per run (``runs/<run_id>.json``).
+"""Background runs' records, one per run (``runs/<run_id>.json``), changed only by CAS.
 
-A record holds the request (its raw body), the run's status, the lease of the attempt
-running it, what each attempt was about to commit, and the outcome:
-
-* ``queued`` → ``running`` (an attempt holds ``lease``) → ``succeeded`` | ``failed`` |
-  ``cancelled``. A lease not renewed by ``lease.until`` belongs to a crashed instance
-  and may be taken over by the next delivery.
-* ``commits`` holds, per attempt, the checkpoint it was about to commit and the exact
-  response bytes, written (under its lease) before the commit. Whoever finds an
-  unfinished record checks them: a committed one is the run's result, so a run that
-  committed is never run again and never reports a second result.
-
-Records change only through ``RecordStore.update`` (one compare-and-swap helper that
-tells a lost answer from a conflict), so two deliveries of one message, or a stalled
-attempt and its successor, cannot both change one.
+The record's shape is ``run_schema``. Every write goes through ``RecordStore`` (the one
+compare-and-swap helper, which tells a lost answer from a conflict), so two deliveries
+of one message, or a stalled attempt and its successor, cannot both change a record.
+Whether a lease is live is judged on the storage service's clock alone: the record's
+Last-Modified and the Date of the answer that carried it (``lease_left``).
 """
 
 from __future__ import annotations
 
-import base64
-import dataclasses
 import hashlib
-import json
-import time
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, ClassVar
+from collections.abc import Awaitable, Callable
 
 from azure.storage.blob.aio import ContainerClient
 
-from . import layout
 from .blob_records import RecordConflict, RecordUnreadable
 from .errors import RunRecordUnreadable
-from .record_store import UNREAD, Change, RecordStore, Stored
-
-PREFIX = layout.RUNS
-QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
-TERMINAL = frozenset({SUCCEEDED, FAILED, CANCELLED})
-_STATUSES = frozenset({QUEUED, RUNNING}) | TERMINAL
+from .record_store import UNREAD, Change, RecordContended, RecordStore, Stored
+from .run_schema import (
+    CANCELLED,
+    CANCELLED_ERROR,
+    CLOCK_RESOLUTION,
+    FAILED,
+    PREFIX,
+    QUEUED,
+    RUNNING,
+    SUCCEEDED,
+    TERMINAL,
+    CommitIntent,
+    Lease,
+    RunError,
+    RunRecord,
+    rfc3339,
+)
 
 
 def new_run_id() -> str:
@@ -51,200 +45,25 @@ def keyed_run_id(kind: str, key: str, route: str) -> str:
     return hashlib.sha256(f"{kind}\n{route}\n{key}".encode()).hexdigest()[:32]
 
 
-def rfc3339(epoch: float | None) -> str | None:
-    if epoch is None:
-        return None
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def lease_live(stored: Stored[RunRecord]) -> bool:
+    """Whether an attempt still holds the run, by the storage service's clock alone."""
+    return lease_left(stored) > 0
 
 
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
+def lease_left(stored: Stored[RunRecord]) -> float:
+    """Seconds until the run's lease lapses (0: no live lease), by the service's clock.
+
+    An age that cannot be told (no dates) counts as none: the lease is taken as live.
+    """
+    record = stored.value
+    if record.status != RUNNING or record.lease is None or record.lease.seconds <= 0:
+        return 0.0
+    age = stored.age or 0.0
+    return max(0.0, record.lease.seconds + CLOCK_RESOLUTION - age)
 
 
-def unb64(text: object) -> bytes:
-    if not isinstance(text, str):
-        raise TypeError("base64 text")
-    return base64.b64decode(text, validate=True)
-
-
-def _text(value: object, *, optional: bool = False) -> Any:
-    if (value is None and optional) or isinstance(value, str):
-        return value
-    raise TypeError("text")
-
-
-def _number(value: object, *, optional: bool = False) -> Any:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError("number")
-    return float(value)
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    """One attempt's hold on a run: its token, and when the hold lapses unless renewed."""
-
-    token: str
-    until: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {"token": self.token, "until": self.until}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Lease:
-        return cls(_text(data["token"]), _number(data["until"]))
-
-
-@dataclass(frozen=True, slots=True)
-class CommitIntent:
-    """What an attempt (``token``) was about to commit: written before the commit itself."""
-
-    token: str
-    checkpoint_id: str
-    stamp: str
-    body: bytes
-    at: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {"checkpoint_id": self.checkpoint_id, "stamp": self.stamp, "body": b64(self.body), "at": self.at}
-
-    @classmethod
-    def from_json(cls, token: str, data: Mapping[str, Any]) -> CommitIntent:
-        return cls(
-            token, _text(data["checkpoint_id"]), _text(data.get("stamp", "")), unb64(data["body"]), _number(data["at"])
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class RunError:
-    """Why a run failed (or was cancelled): a stable code and a caller-safe message."""
-
-    code: str
-    message: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"code": self.code, "message": self.message}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RunError:
-        return cls(_text(data["code"]), _text(data.get("message", "")))
-
-
-CANCELLED_ERROR = RunError("cancelled", "The run was cancelled.")
-
-
-@dataclass(frozen=True, slots=True)
-class RunRecord:
-    """A background run, as its record holds it."""
-
-    VERSION: ClassVar[int] = 2
-    run_id: str
-    body: bytes
-    fingerprint: str
-    accepted: bytes
-    created_at: float
-    status: str = QUEUED
-    thread_id: str | None = None
-    checkpoint_id: str | None = None
-    started_at: float | None = None
-    finished_at: float | None = None
-    attempts: int = 0
-    lease: Lease | None = None
-    commits: tuple[CommitIntent, ...] = ()
-    cancel_requested: bool = False
-    result: bytes | None = None
-    error: RunError | None = None
-    trace: Mapping[str, str] = field(default_factory=dict)
-    callback_url: str | None = None
-
-    @property
-    def terminal(self) -> bool:
-        return self.status in TERMINAL
-
-    def holder(self) -> str | None:
-        """The token of the attempt holding the lease, if any."""
-        return None if self.lease is None else self.lease.token
-
-    def lease_live(self, now: float) -> bool:
-        """Whether an attempt still holds the run at ``now`` (server time, epoch seconds)."""
-        return self.status == RUNNING and self.lease is not None and self.lease.until > now
-
-    def finished(self, status: str, *, result: bytes | None = None, error: RunError | None = None) -> RunRecord:
-        """This record moved to a terminal status (the lease goes with it)."""
-        return dataclasses.replace(self, status=status, lease=None, finished_at=time.time(), result=result, error=error)
-
-    def status_json(self) -> dict[str, Any]:
-        """The status document ``GET /api/runs/{id}`` returns."""
-        return {
-            "run_id": self.run_id,
-            "status": self.status,
-            "thread_id": self.thread_id,
-            "created_at": rfc3339(self.created_at),
-            "started_at": rfc3339(self.started_at),
-            "finished_at": rfc3339(self.finished_at),
-            "attempts": self.attempts,
-            "result": None if self.result is None else json.loads(self.result),
-            "error": None if self.error is None else self.error.to_json(),
-        }
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "status": self.status,
-            "thread_id": self.thread_id,
-            "checkpoint_id": self.checkpoint_id,
-            "body": b64(self.body),
-            "fingerprint": self.fingerprint,
-            "accepted": b64(self.accepted),
-            "created_at": self.created_at,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "attempts": self.attempts,
-            "lease": None if self.lease is None else self.lease.to_json(),
-            "commits": {intent.token: intent.to_json() for intent in self.commits},
-            "cancel_requested": self.cancel_requested,
-            "result": None if self.result is None else b64(self.result),
-            "error": None if self.error is None else self.error.to_json(),
-            "trace": dict(self.trace),
-            "callback_url": self.callback_url,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RunRecord:
-        status = data["status"]
-        if status not in _STATUSES:
-            raise ValueError("status")
-        attempts = data.get("attempts", 0)
-        if type(attempts) is not int:
-            raise TypeError("attempts")
-        lease, commits, error = data.get("lease"), data.get("commits") or {}, data.get("error")
-        trace, callback = data.get("trace") or {}, data.get("callback")
-        if not isinstance(commits, dict) or not isinstance(trace, dict):
-            raise TypeError("commits")
-        if callback is not None and not isinstance(callback, dict):
-            raise TypeError("callback")
-        callback_url = data.get("callback_url", (callback or {}).get("url"))  # version 1 kept the URL there
-        return cls(
-            run_id=_text(data["run_id"]),
-            body=unb64(data["body"]),
-            fingerprint=_text(data.get("fingerprint", "")),
-            accepted=unb64(data["accepted"]),
-            created_at=_number(data["created_at"]),
-            status=status,
-            thread_id=_text(data.get("thread_id"), optional=True),
-            checkpoint_id=_text(data.get("checkpoint_id"), optional=True),
-            started_at=_number(data.get("started_at"), optional=True),
-            finished_at=_number(data.get("finished_at"), optional=True),
-            attempts=attempts,
-            lease=None if lease is None else Lease.from_json(lease),
-            commits=tuple(CommitIntent.from_json(_text(token), entry) for token, entry in commits.items()),
-            cancel_requested=data.get("cancel_requested") is True,
-            result=None if data.get("result") is None else unb64(data["result"]),
-            error=None if error is None else RunError.from_json(error),
-            trace={_text(k): _text(v) for k, v in trace.items()},
-            callback_url=_text(callback_url, optional=True),
-        )
+# What a decision makes of a record as read: the record to write, or None to leave it.
+Decide = Callable[[Stored["RunRecord"]], Awaitable["RunRecord | None"]]
 
 
 class RunRecords:
@@ -269,11 +88,37 @@ class RunRecords:
     async def update(
         self, run_id: str, change: Change, *, current: Stored[RunRecord] | object | None = UNREAD
     ) -> Stored[RunRecord] | None:
-        """Apply ``change`` by compare-and-swap (see ``RecordStore.update``); the record after it."""
+        """Apply ``change`` by compare-and-swap (see ``RecordStore.update``); the record after it.
+
+        For changes that depend only on the record's value (a cancel, a commit intent)."""
         try:
             return await self._store.update(run_id, change, current=current)  # type: ignore[arg-type]
         except RecordUnreadable as exc:
             raise RunRecordUnreadable("This run's record cannot be read.") from exc
+
+    async def decide(self, stored: Stored[RunRecord], decide: Decide, *, rounds: int = 3) -> Stored[RunRecord] | None:
+        """Write what ``decide`` makes of the record exactly as read; the record afterwards.
+
+        For decisions that read more than the value (the service's clock on a lease, the
+        checkpoints an intent names): a conflict means the record changed after it was
+        judged, so it is read and judged again, never changed blindly. A lost answer still
+        counts as written (``RecordStore``). ``decide`` returning None writes nothing.
+        """
+        run_id, current = stored.value.run_id, stored
+        for _ in range(rounds):
+            new = await decide(current)
+            if new is None:
+                return current
+            try:
+                return await self._store.update(run_id, lambda _value, new=new: new, current=current, attempts=1)
+            except RecordContended:
+                fresh = await self.get(run_id)
+                if fresh is None:
+                    return None
+                current = fresh
+            except RecordUnreadable as exc:
+                raise RunRecordUnreadable("This run's record cannot be read.") from exc
+        return current
 
 
 __all__ = [
@@ -293,5 +138,8 @@ __all__ = [
     "RunRecords",
     "Stored",
     "keyed_run_id",
+    "lease_left",
+    "lease_live",
     "new_run_id",
+    "rfc3339",
 ]

@@ -70,17 +70,17 @@ async def create_container_if_missing(container: ContainerClient) -> None:
             pass
 
 
-async def download_capped(blob: BlobClient, limit: int) -> tuple[bytes, BlobProperties]:
+async def download_capped(blob: BlobClient, limit: int, **options: Any) -> tuple[bytes, BlobProperties]:
     """Read a blob's first ``limit`` bytes, and its properties, in one GET.
 
     Callers ask for one byte more than they accept, so an oversized blob is refused
     without being read whole. A ranged read of an empty blob is a 416 from the
     service: that is an empty body, for the caller's parser to refuse, not an outage.
-    ``ResourceNotFoundError`` passes through.
+    ``ResourceNotFoundError`` passes through. ``options`` go to the SDK call (a response hook).
     """
     with storage_unavailable_on_failure("read"):
         try:
-            downloader = await blob.download_blob(offset=0, length=limit)
+            downloader = await blob.download_blob(offset=0, length=limit, **options)
         except HttpResponseError as exc:
             if exc.status_code != 416:
                 raise

@@ -17,7 +17,7 @@ from azure.storage.blob.aio import ContainerClient
 
 from . import layout
 from .errors import ThreadBusy
-from .record_store import DELETE, RecordContended, RecordStore
+from .record_store import DELETE, UNREAD, RecordContended, RecordStore, Stored
 
 PREFIX = layout.RUN_ORDER
 # More queued turns than this on one thread is a caller out of control: 409.
@@ -56,8 +56,13 @@ class ThreadOrder:
         record = await self._records.get(thread_id)
         return [] if record is None else list(record.value.pending)
 
-    async def append(self, thread_id: str, run_id: str) -> None:
-        """Add ``run_id`` at the end (once: appending it again changes nothing)."""
+    async def read(self, thread_id: str) -> Stored[PendingTurns] | None:
+        """The list as stored (None: no turns pending), to pass on as ``current``."""
+        return await self._records.get(thread_id)
+
+    async def append(self, thread_id: str, run_id: str) -> Stored[PendingTurns] | None:
+        """Add ``run_id`` at the end (once: appending it again changes nothing, and costs
+        one read). Returns the list as it is afterwards."""
 
         def appended(turns: PendingTurns | None) -> PendingTurns | None:
             pending = () if turns is None else turns.pending
@@ -67,10 +72,13 @@ class ThreadOrder:
                 raise ThreadBusy(f"This thread already has {MAX_PENDING} background turns waiting; retry later.")
             return PendingTurns((*pending, (run_id, time.time())))
 
-        await self._update(thread_id, appended)
+        return await self._update(thread_id, appended)
 
-    async def remove(self, thread_id: str, run_id: str) -> None:
-        """Drop ``run_id`` (a finished run); the list blob goes when it empties."""
+    async def remove(
+        self, thread_id: str, run_id: str, *, current: Stored[PendingTurns] | object | None = UNREAD
+    ) -> Stored[PendingTurns] | None:
+        """Drop ``run_id`` (a finished run); the list blob goes when it empties. ``current``:
+        the list as last read or written (saves a read). Returns what is left (None: nothing)."""
 
         def removed(turns: PendingTurns | None) -> PendingTurns | object | None:
             if turns is None or not turns.has(run_id):
@@ -78,14 +86,14 @@ class ThreadOrder:
             rest = tuple(entry for entry in turns.pending if entry[0] != run_id)
             return PendingTurns(rest) if rest else DELETE
 
-        await self._update(thread_id, removed)
+        return await self._update(thread_id, removed, current)
 
     async def delete(self, thread_id: str) -> None:
         """The whole list (a thread being deleted)."""
         await self._records.delete(thread_id)
 
-    async def _update(self, thread_id: str, change: Any) -> None:
+    async def _update(self, thread_id: str, change: Any, current: Any = UNREAD) -> Stored[PendingTurns] | None:
         try:
-            await self._records.update(thread_id, change, attempts=20)
+            return await self._records.update(thread_id, change, current=current, attempts=20)
         except RecordContended:
             raise ThreadBusy("This thread's background queue is contended; retry later.") from None

@@ -75,12 +75,16 @@ def test_the_deploy_page_lists_every_parameter_with_its_azd_variable() -> None:
 
 
 def test_the_documented_azd_flow_is_env_set_and_up() -> None:
-    """The README's and docs' azd blocks use `azd env set` and `azd up`, with mapped names only."""
+    """Every azd command in the README's and docs' code blocks is `azd env set` of a mapped
+    variable, or `azd up`."""
     variables = {reference(value)["name"] for value in mapping().values()} | {"AZURE_RESOURCE_GROUP"}
-    for page in (ROOT / "README.md", ROOT / "docs" / "deploy.md"):
-        commands = [line.split("#")[0].split() for line in page.read_text().splitlines() if line.startswith("azd ")]
-        assert commands, page
-        for command in commands:
-            assert command[:3] == ["azd", "env", "set"] or command == ["azd", "up"], command
-            if command[:3] == ["azd", "env", "set"]:
-                assert command[3] in variables, command
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    commands = []
+    for page in pages:
+        for block in re.findall(r"^ *```[a-z]*\n(.*?)^ *```", page.read_text(), flags=re.MULTILINE | re.DOTALL):
+            commands += [line.split("#")[0].split() for line in block.splitlines() if line.strip().startswith("azd ")]
+    assert len(commands) >= 3
+    for command in commands:
+        assert command[:3] == ["azd", "env", "set"] or command == ["azd", "up"], command
+        if command[:3] == ["azd", "env", "set"]:
+            assert command[3] in variables, command

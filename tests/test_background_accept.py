@@ -192,3 +192,20 @@ async def test_a_retry_replays_before_the_callback_address_is_checked_again(
     monkeypatch.delenv("CALLBACK_ALLOW_LOCAL_HTTP")  # the address would be refused now
     again = await accept(recording, "/api/runs", body, **key)
     assert (again.status, await again.body()) == (202, await first.body())
+
+
+async def test_an_entry_whose_run_has_no_record_never_holds_up_its_thread(
+    recording: FunctionHost, queue_env: str
+) -> None:
+    """The accept writes the record before the entry, so an entry without a record was left
+    by a deleted run: the drain drops it at once instead of retrying the delivery."""
+    from functions_adapter import wiring
+    from resumable.thread_order import ThreadOrder
+
+    await ThreadOrder(wiring.container_for(wiring.load_settings())).append("held", "0" * 32)
+    accepted = await accept(recording, "/api/threads/held/runs", {"messages": "go"})
+    run_id = (await accepted.json())["run_id"]
+    started = time.monotonic()
+    await QueueRunner(recording).run_until_idle()
+    assert (await status_of(recording, run_id))["status"] == "succeeded"
+    assert time.monotonic() - started < 10

@@ -25,7 +25,7 @@ from devtools.azurite import Azurite
 from devtools.function_host import FunctionHost
 from devtools.queue_runner import QueueRunner
 from functions_adapter import wiring
-from resumable import background
+from resumable import background, run_executor
 from resumable.run_records import Lease, RunRecords
 from tests import recording_workflow
 
@@ -271,8 +271,8 @@ async def test_redelivery_after_a_crash_between_save_and_result_reports_the_save
     message = await _take_message(queue_env, azurite)
 
     async def crash(self: background.RunLease, body: bytes) -> None:
-        self.settling = True
-        self.settled.set()  # the instance dies here: no outcome is written
+        self.state = background.LeaseState.SETTLED  # the instance dies here: no outcome is written
+        self.settled.set()
 
     with monkeypatch.context() as patch:
         patch.setattr(background.RunLease, "succeeded", crash)
@@ -347,7 +347,7 @@ async def test_a_poisoned_message_fails_the_run(recording: FunctionHost, queue_e
 async def test_a_message_without_a_record_goes_back_to_the_queue(
     recording: FunctionHost, queue_env: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(background, "RECORD_WAIT_SECONDS", 0.2)
+    monkeypatch.setattr(run_executor, "RECORD_WAIT_SECONDS", 0.2)
     message = QueueMessage(id="m1", body=b"0123456789abcdef", dequeue_count=1)
     with pytest.raises(background.RecordNotReady):
         await _deliver(recording, message)

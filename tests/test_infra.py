@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from pycep import BicepParser
 
+from functions_adapter.setting_names import ADAPTER_SECRETS, ADAPTER_SETTINGS
 from functions_adapter.settings import (
     CODE_SETTINGS,
     MODEL_SETTINGS,
@@ -322,7 +323,7 @@ def test_settings_parity_code_local_and_bicep() -> None:
     assert local - known == set(), "local.settings.sample.json has settings nothing reads"
     assert bicep - known == set(), "Bicep sets settings nothing reads"
 
-    for group in (TUNING_SETTINGS, MODEL_SETTINGS, TELEMETRY_SETTINGS):
+    for group in (TUNING_SETTINGS, MODEL_SETTINGS, TELEMETRY_SETTINGS, ADAPTER_SETTINGS):
         assert set(group) <= local
         assert set(group) <= bicep
     for prefix in STORAGE_PREFIXES:
@@ -337,6 +338,45 @@ def test_settings_parity_code_local_and_bicep() -> None:
     assert "PYTHON_ISOLATE_WORKER_DEPENDENCIES" not in bicep
     # The run queue: a connection string locally (AzureWebJobsStorage), the identity form in Azure.
     assert set(QUEUE_SETTINGS) <= bicep and not set(QUEUE_SETTINGS) & local
+    # Every setting the code reads has a row of its own in docs/configuration.md
+    # (tests/test_docs.py checks the tables both ways, and the defaults they state).
+    table = (ROOT / "docs" / "configuration.md").read_text()
+    undocumented = [name for name in CODE_SETTINGS if f"| `{name}` |" not in table]
+    assert undocumented == [], "settings missing from docs/configuration.md"
+
+
+def test_adapter_secrets_are_key_vault_references_only() -> None:
+    """The Slack and GitHub secrets reach the app only as Key Vault references: a URI
+    parameter (not @secure: it is no secret) from main.bicep and azd, never a literal."""
+    app, main = parsed("app/function-app.bicep"), parsed("main.bicep")
+    settings = bicep_settings()
+    passed = main["modules"]["functionApp"]["config"]["params"]
+    azd = json.loads((INFRA / "main.parameters.json").read_text())["parameters"]
+    for name in ADAPTER_SECRETS:
+        uri = "".join(word.capitalize() for word in name.lower().split("_"))
+        uri = uri[0].lower() + uri[1:] + "Uri"  # GITHUB_WEBHOOK_SECRET -> githubWebhookSecretUri
+        operands = settings[name]["operator"]["operands"]
+        assert operands["condition"]["function"] == {"type": "empty", "parameters": {"item_to_test": uri}}
+        assert (operands["true_value"], operands["false_value"]) == ("", f"@Microsoft.KeyVault(SecretUri=${{{uri}}})")
+        for file in (app, main):
+            assert file["parameters"][uri]["type"] == "string" and file["parameters"][uri]["default"] == ""
+        assert passed[uri] == uri
+        assert azd[uri] == {"value": f"${{{name}_URI=}}"}
+    # Nothing else could carry one of these secrets as a literal.
+    text = all_text()
+    for literal in ("githubWebhookSecret ", "slackSigningSecret ", "slackBotToken "):
+        assert f"param {literal}" not in text
+    # The answer URL is plain (it carries no key: the answer route checks CALLBACK_SECRET's
+    # signature), and Slack's API is the public one unless set.
+    assert settings["ADAPTER_ANSWER_URL"] == "adapterAnswerUrl" and passed["adapterAnswerUrl"] == "adapterAnswerUrl"
+    assert azd["adapterAnswerUrl"] == {"value": "${ADAPTER_ANSWER_URL=}"}
+    # The Slack answer route verifies callbacks, so CALLBACK_SECRET's URI comes from azd too.
+    assert azd["callbackSecretUri"] == {"value": "${CALLBACK_SECRET_URI=}"}
+    assert settings["SLACK_API_URL"] == ""
+    # With Easy Auth on, the adapters' routes stay reachable: the sender's signature is their auth.
+    function_app_text = (INFRA / "app" / "function-app.bicep").read_text()
+    for path in ("/api/adapters/github", "/api/adapters/slack/events", "/api/adapters/slack/answer"):
+        assert f"'{path}'" in function_app_text
 
 
 def test_every_setting_read_in_code_is_declared_in_settings_module() -> None:

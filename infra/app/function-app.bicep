@@ -62,6 +62,14 @@ param callbackSecretUri string = ''
 param callbackAllowedHosts string = ''
 @description('Key Vault secret URI holding CHECKPOINT_MAC_KEYS (kid:base64key[,...]); empty leaves checkpoint MACs off. The identity needs Key Vault Secrets User on the vault.')
 param checkpointMacKeysSecretUri string = ''
+@description('Key Vault secret URI holding GITHUB_WEBHOOK_SECRET (the GitHub webhook\'s secret); set, it registers POST /api/adapters/github. The identity needs Key Vault Secrets User on the vault.')
+param githubWebhookSecretUri string = ''
+@description('Key Vault secret URI holding SLACK_SIGNING_SECRET (the Slack app\'s signing secret); set, it registers POST /api/adapters/slack/events and /slack/answer.')
+param slackSigningSecretUri string = ''
+@description('Key Vault secret URI holding SLACK_BOT_TOKEN (xoxb-...), which posts replies into Slack threads.')
+param slackBotTokenUri string = ''
+@description('ADAPTER_ANSWER_URL: where the adapters\' turns send their completion callback, e.g. https://<app>.azurewebsites.net/api/adapters/slack/answer; empty: no callback.')
+param adapterAnswerUrl string = ''
 @description('Subnet for outbound VNet integration; empty for none.')
 param virtualNetworkSubnetId string = ''
 
@@ -85,6 +93,14 @@ var appSettings = {
   CALLBACK_MAX_ATTEMPTS: '20'
   CALLBACK_MAX_SECONDS: '86400'
   CALLBACK_RETRY_SCHEDULE: '5,30,120,600,1800,3600,7200'
+  // The Slack and GitHub adapters: each is registered at start-up only when its signing secret
+  // is set. Secrets come from Key Vault by the app's identity, never as literals.
+  GITHUB_WEBHOOK_SECRET: empty(githubWebhookSecretUri) ? '' : '@Microsoft.KeyVault(SecretUri=${githubWebhookSecretUri})'
+  SLACK_SIGNING_SECRET: empty(slackSigningSecretUri) ? '' : '@Microsoft.KeyVault(SecretUri=${slackSigningSecretUri})'
+  SLACK_BOT_TOKEN: empty(slackBotTokenUri) ? '' : '@Microsoft.KeyVault(SecretUri=${slackBotTokenUri})'
+  ADAPTER_ANSWER_URL: adapterAnswerUrl
+  // Empty: https://slack.com/api.
+  SLACK_API_URL: ''
   CHECKPOINT_STORAGE__blobServiceUri: storageBlobEndpoint
   CHECKPOINT_STORAGE__clientId: identityClientId
   CHECKPOINT_CONTAINER: checkpointContainerName
@@ -180,7 +196,8 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
   properties: {
     serverFarmId: plan.id
     httpsOnly: true
-    // Key Vault references (CHECKPOINT_MAC_KEYS) resolve as the user-assigned identity.
+    // Key Vault references (CHECKPOINT_MAC_KEYS, CALLBACK_SECRET, the adapters' secrets) resolve
+    // as the user-assigned identity.
     keyVaultReferenceIdentity: identityId
     clientCertMode: 'Optional'
     virtualNetworkSubnetId: empty(virtualNetworkSubnetId) ? null : virtualNetworkSubnetId
@@ -237,8 +254,12 @@ resource easyAuth 'Microsoft.Web/sites/config@2024-04-01' = if (length(easyAuthC
     globalValidation: {
       requireAuthentication: true
       unauthenticatedClientAction: 'Return401'
+      // Health for probes; the adapters authenticate their senders by signature.
       excludedPaths: [
         '/api/health'
+        '/api/adapters/github'
+        '/api/adapters/slack/events'
+        '/api/adapters/slack/answer'
       ]
     }
     identityProviders: {

@@ -1,0 +1,59 @@
+"""``POST /api/adapters/github``: an issue comment becomes a background turn on its issue's thread.
+
+Registered when ``GITHUB_WEBHOOK_SECRET`` is set. A new comment (``issue_comment``, action
+``created``) becomes a turn on ``github-<owner>-<repo>-<issue number>``, keyed by
+``X-GitHub-Delivery`` (refused without one); every other event, ``ping`` included, is 204.
+GitHub signs the body only: no timestamp, and not that header. A captured delivery
+therefore verifies forever; sent again as it was, within the dedupe window, it replays the
+first 202, but with a new delivery ID it is a new turn. The signature (over the body) and
+the dedupe window are the whole protection.
+
+The route is anonymous (no function key): the signature is its authentication, checked
+before the body is parsed or storage is touched, and GitHub's webhook settings then show
+no key in the URL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import azure.functions as func
+from azurefunctions.extensions.http.fastapi import Request, Response
+
+from resumable.errors import InvalidRequest
+
+from ..request_trace import traced
+from .common import parsed, start_turn, thread_id, verified_body
+
+bp = func.Blueprint()
+
+
+def github_turn(event: dict[str, Any]) -> tuple[str, str] | None:
+    """A new issue comment as (thread ID, message), or None for anything else."""
+    if event.get("action") != "created" or "comment" not in event or "issue" not in event:
+        return None
+    try:
+        repository = event["repository"]["full_name"]
+        return thread_id("github", repository, event["issue"]["number"]), str(event["comment"]["body"])
+    except (KeyError, TypeError):
+        raise InvalidRequest("An issue_comment delivery needs repository, issue and comment.") from None
+
+
+async def _deliver(req: Request) -> Response:
+    body = await verified_body(req, "GITHUB_WEBHOOK_SECRET", "github")
+    if req.headers.get("x-github-event") != "issue_comment":
+        return Response(status_code=204)  # ping, pushes, ...: nothing to do
+    turn = github_turn(parsed(body))
+    if turn is None:
+        return Response(status_code=204)  # an edited or deleted comment
+    delivery = req.headers.get("x-github-delivery", "").strip()
+    if not delivery:  # the only thing a replay is recognised by
+        raise InvalidRequest("A GitHub delivery must carry X-GitHub-Delivery.")
+    # 202 at once (the turn runs from the queue), well inside GitHub's 10 s.
+    return await start_turn(*turn, key=delivery)
+
+
+@bp.route(route="adapters/github", methods=["POST"], auth_level=func.AuthLevel.ANONYMOUS)
+async def github_adapter(req: Request) -> Response:
+    """A GitHub webhook (issue comments) becomes a background turn; 202 within the deadline."""
+    return await traced(req, "adapters/github", lambda: _deliver(req))
