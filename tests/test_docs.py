@@ -288,3 +288,20 @@ def test_the_responses_example_is_the_same_in_the_readme_and_the_docs() -> None:
     """tests/test_responses_api.py runs the README's copy against a served app."""
     readme = python_block(README.read_text(), "### OpenAI Responses API")
     assert readme == python_block((DOCS / "responses-api.md").read_text(), "# OpenAI Responses API")
+
+
+@pytest.mark.parametrize("package", ["resumable", "functions_adapter", "devtools", "workflows"])
+def test_the_architecture_page_names_every_module(package: str) -> None:
+    """Its layout is where a newcomer looks first: a module it does not name is one they miss.
+    (`devtools/` and `workflows/` are described as folders; their modules need not be named.)"""
+    page = (DOCS / "architecture.md").read_text()
+    assert f"{package}/" in page
+    if package in ("devtools", "workflows"):
+        return
+    unnamed = []
+    for path in sorted((ROOT / package).iterdir()):
+        if path.suffix == ".py" and path.stem != "__init__" and f"{path.stem}.py" not in page:
+            unnamed.append(path.name)
+        elif path.is_dir() and (path / "__init__.py").exists() and f"{path.name}/" not in page:
+            unnamed.append(f"{path.name}/")
+    assert not unnamed
