@@ -1,1 +1,1 @@
-"""Benchmarks: run ``python bench/run.py`` (see README "Performance")."""
+"""Benchmarks: run ``python bench/run.py`` (see docs/performance.md)."""

@@ -96,6 +96,9 @@ def plot(report: Report, path: Path) -> bool:
     return True
 
 
+KEPT = "<!-- Measured outside bench/run.py: kept as is by every run. -->"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="few iterations, for a CI smoke run")
@@ -125,10 +128,13 @@ def main() -> None:
         f"# Benchmark results{' (--quick)' if args.quick else ''}\n\n"
         f"Machine: {machine()}. Storage: Azurite (in memory) on loopback. "
         f"{plan.iterations} timed iterations after {plan.warmup} warm-up, medians and p99. "
-        f"Run took {elapsed:.0f} s. Reproduce: `python bench/run.py{' --quick' if args.quick else ''}"
-        f"{' --peers' if args.peers else ''}`."
+        f"Run on {time.strftime('%Y-%m-%d')}; took {elapsed:.0f} s. "
+        f"Reproduce: `python bench/run.py{' --quick' if args.quick else ''}{' --peers' if args.peers else ''}`."
     )
-    args.output.write_text(header + "\n\n" + "\n\n".join(report.sections) + "\n")
+    # Figures measured by hand live below KEPT in the same file; a new run keeps them.
+    old = args.output.read_text() if args.output.exists() else ""
+    kept = old[old.index(KEPT) :] if KEPT in old else ""
+    args.output.write_text(header + "\n\n" + "\n\n".join(report.sections) + "\n" + ("\n" + kept if kept else ""))
     if args.plot and plot(report, args.plot):
         print(f"wrote {args.plot}")
     print(f"\nwrote {args.output} in {elapsed:.0f} s")

@@ -3,9 +3,11 @@ then a streamed turn, a webhook retry on a thread, and a background turn (202, a
 runner, then the caller joins its stream and reads its status).
 
 Starts Azurite (unless CHECKPOINT_STORAGE is already set), then drives the registered
-functions in-process exactly as the Functions host would, and prints each turn's
-reply, the checkpoint chain read back from Blob Storage, a streamed turn, and a
-webhook retry that replays the first answer without writing anything.
+functions in-process exactly as the Functions host would. Each section is headed by the HTTP
+call it makes. Each turn shows what it cost, counted where it happens: blob operations as
+they leave the storage client, workflow runs by the framework's ``workflow.started`` span
+events. Next to it, the upstream two-step pattern (restore run, then message run) is run on
+the same checkpoint and input, its checkpoint reads and writes counted.
 
     python examples/three_turns.py
 """
@@ -21,39 +23,129 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from agent_framework import InMemoryCheckpointStorage, Message, WorkflowCheckpoint
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
 from devtools.azurite import start_azurite
-from devtools.function_host import FunctionHost
+from devtools.function_host import FunctionHost, HostResponse
+from devtools.op_counter import OperationCounter
 from devtools.queue_runner import QueueRunner
 from functions_adapter.settings import Settings
-from functions_adapter.wiring import container_for
+from functions_adapter.wiring import build_service, container_for
+from resumable import storage_client
 from resumable.run_queue import close_all as close_queues
 from resumable.storage_client import close_all
+from workflows import load_spec
 
 
-async def converse(host: FunctionHost) -> None:
+class Meter:
+    """What one call costs: blob operations leaving the client, and workflow runs started."""
+
+    def __init__(self) -> None:
+        self.ops = OperationCounter()
+        storage_client.request_hook = self.ops  # before any client is built
+        self.spans = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(self.spans))
+        trace.set_tracer_provider(provider)
+
+    def reset(self) -> None:
+        self.ops.reset()
+        self.spans.clear()
+
+    def runs(self) -> int:
+        """The framework's ``started`` events, one per ``workflow.run`` (a span event)."""
+        spans = [s for s in self.spans.get_finished_spans() if s.name == "workflow.run"]
+        return sum(1 for s in spans for e in s.events if e.name == "workflow.started")
+
+    def storage(self) -> str:
+        counts = self.ops.counts
+        return " + ".join(f"{counts[m]} {m}" for m in ("GET", "HEAD", "PUT", "DELETE") if counts[m]) or "none"
+
+
+def heading(call: str, body: dict | None = None) -> None:
+    print(f"\n{call}" + (f"  {json.dumps(body)}" if body is not None else ""))
+
+
+def runs(n: int) -> str:
+    return f"{n} workflow run{'s' * (n != 1)} ({n} `started` event{'s' * (n != 1)})"
+
+
+async def post_run(host: FunctionHost, meter: Meter, body: dict, headers: dict | None = None) -> HostResponse:
+    shown = "".join(f"  {name}: {value}" for name, value in (headers or {}).items())
+    heading(f"POST /api/runs{shown}", body)
+    meter.reset()
+    return await host.request("POST", "/api/runs", json_body=body, headers=headers)
+
+
+class CountingStorage(InMemoryCheckpointStorage):
+    """The framework's checkpoint storage, counting its reads and writes (each a blob GET or PUT
+    on Blob Storage). In memory: this app's guarded store refuses the two-step pattern's
+    mid-run checkpoints (in-flight types it does not allow), and the framework only logs that."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = self.writes = 0
+
+    async def load(self, checkpoint_id: str) -> WorkflowCheckpoint:
+        self.reads += 1
+        return await super().load(checkpoint_id)
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        self.writes += 1
+        return await super().save(checkpoint)
+
+
+async def two_step(checkpoint_id: str, text: str) -> None:
+    """The upstream pattern on the same checkpoint and input: ``run(checkpoint_id=...)``, then
+    ``run(message)``, with runtime checkpointing as the framework does it."""
+    settings = Settings.from_env()
+    storage = CountingStorage()
+    await InMemoryCheckpointStorage.save(storage, await build_service(settings).store.load(checkpoint_id))
+    workflow = load_spec(settings.workflow).build()
+    restored = [e async for e in workflow.run(checkpoint_id=checkpoint_id, checkpoint_storage=storage, stream=True)]
+    restore_writes = storage.writes
+    ran = [
+        e async for e in workflow.run([Message(role="user", contents=[text])], checkpoint_storage=storage, stream=True)
+    ]
+    started = sum(e.type == "started" for e in restored + ran)
+    steps = sum(e.type == "superstep_started" for e in ran)
+    print(
+        f"  two-step pattern, same turn: {runs(started)}, checkpoint storage {storage.reads} GET + {storage.writes} PUT"
+        f" (the restore run writes {restore_writes}, the message run N + 1 = {storage.writes - restore_writes}"
+        f" for its N = {steps} supersteps)"
+    )
+
+
+async def converse(host: FunctionHost, meter: Meter) -> None:
     checkpoint_id = None
     turns = ["Hello, I am planning a trip.", "Make it a week in Lisbon.", "Book it, pending approval."]
     for text in turns:
-        resp = await host.request("POST", "/api/runs", json_body={"checkpoint_id": checkpoint_id, "messages": text})
+        resp = await post_run(host, meter, {"checkpoint_id": checkpoint_id, "messages": text})
         body = await resp.json()
         if resp.status != 200:
             raise SystemExit(f"HTTP {resp.status}: {body}")
+        print(f"  user> {text}")
         for message in body["messages"]:
-            print(f"  user> {text}\n  bot > {message['content']}")
+            print(f"  bot > {message['content']}")
+        print(f"  this call: {runs(meter.runs())}, blob storage {meter.storage()}")
+        if checkpoint_id:
+            await two_step(checkpoint_id, text)
         if body["status"] == "pending_requests":
             request = body["pending_requests"][0]
-            print(f"  user> {text}\n  (paused; the reply's pending request, as JSON:)")
+            print("  (paused; the reply's pending request, as JSON:)")
             print(_indent(json.dumps(request, indent=2), "    "))
-            resp = await host.request(
-                "POST",
-                "/api/runs",
-                json_body={"checkpoint_id": body["checkpoint_id"], "responses": {request["request_id"]: "approved"}},
-            )
+            answer = {"checkpoint_id": body["checkpoint_id"], "responses": {request["request_id"]: "approved"}}
+            resp = await post_run(host, meter, answer)
             body = await resp.json()
             print(f"  approver> approved\n  bot > {body['messages'][0]['content']}")
+            print(f"  this call: {runs(meter.runs())}, blob storage {meter.storage()}")
         checkpoint_id = body["checkpoint_id"]
 
-    print("\nCheckpoint chain, newest first (read from Blob metadata):")
+    heading("GET /api/checkpoints/{checkpoint_id}, from the newest back (read from Blob metadata):")
     latest = checkpoint_id
     while checkpoint_id:
         info = await (await host.request("GET", f"/api/checkpoints/{checkpoint_id}")).json()
@@ -64,50 +156,54 @@ async def converse(host: FunctionHost) -> None:
         "  (it resumed the paused checkpoint with `responses` instead of `messages`)."
     )
 
-    print("\nA fourth turn from the latest checkpoint, streamed as server-sent events:")
-    resp = await host.request(
-        "POST",
-        "/api/runs",
-        json_body={"checkpoint_id": latest, "messages": "What did I say?"},
-        headers={"Accept": "text/event-stream"},
-    )
+    text = "What did I say?"
+    resp = await post_run(host, meter, {"checkpoint_id": latest, "messages": text}, {"Accept": "text/event-stream"})
+    print("  A fourth turn, streamed as server-sent events:")
     async for event, data in resp.events():
         shown = data if event != "done" else {"checkpoint_id": data["checkpoint_id"]}
         print(f"  event: {event:<12} {json.dumps(shown)}")
+    print(f"  this call: {runs(meter.runs())}, blob storage {meter.storage()}")
+    await two_step(latest, text)
+    await webhook_retry(host, meter)
+    await background_turn(host)
 
-    print("\nA webhook delivers a turn on thread 'ticket-42', then retries it (same Idempotency-Key):")
+
+async def webhook_retry(host: FunctionHost, meter: Meter) -> None:
+    body = {"messages": "Customer says: the invoice is wrong."}
+    heading("POST /api/threads/ticket-42/runs  Idempotency-Key: delivery-7f3a", body)
+    print("  A webhook delivers a turn on thread 'ticket-42', then retries it (same Idempotency-Key):")
     delivered: list[str] = []
     for attempt in ("first delivery", "retry"):
         blobs_before = await _blob_names()
+        meter.reset()
         resp = await host.request(
-            "POST",
-            "/api/threads/ticket-42/runs",
-            json_body={"messages": "Customer says: the invoice is wrong."},
-            headers={"Idempotency-Key": "delivery-7f3a"},
+            "POST", "/api/threads/ticket-42/runs", json_body=body, headers={"Idempotency-Key": "delivery-7f3a"}
         )
-        body = await resp.json()
+        answer = await resp.json()
+        cost = f"{runs(meter.runs())}, blob storage {meter.storage()}"
         written = sorted(await _blob_names() - blobs_before)
-        delivered.append(body["checkpoint_id"])
+        delivered.append(answer["checkpoint_id"])
         kinds = f" ({', '.join(name.split('/')[0] + '/…' for name in written)})" if written else ""
-        print(
-            f"  {attempt:<15} HTTP {resp.status}  checkpoint {body['checkpoint_id']}  new blobs: {len(written)}{kinds}"
-        )
+        checkpoint = answer["checkpoint_id"]
+        print(f"  {attempt:<15} HTTP {resp.status}  checkpoint {checkpoint}  new blobs: {len(written)}{kinds}")
+        print(f"  {'':<15} this call: {cost}")
+    heading("GET /api/threads/ticket-42")
     thread = await (await host.request("GET", "/api/threads/ticket-42")).json()
     same = "the same checkpoint ID" if delivered[0] == delivered[1] else "DIFFERENT checkpoint IDs"
     print(f"  The retry got {same} and created no blob: the first reply, replayed.")
     print(f"  thread head {thread['checkpoint_id']} after {thread['turns']} turn(s): the retry ran nothing")
 
-    await background_turn(host)
-
 
 async def background_turn(host: FunctionHost) -> None:
     """A sender that cannot wait (Slack: 3 s): 202 at once, a queue runner does the turn."""
-    print("\nA webhook that cannot wait asks for a background turn on 'ticket-42' (Prefer: respond-async):")
+    body = {"messages": "Customer adds: and it was charged twice."}
+    heading("POST /api/threads/ticket-42/runs  Prefer: respond-async", body)
+    print("  A webhook that cannot wait asks for a background turn on 'ticket-42':")
     started = time.perf_counter()
     resp = await host.request(
         "POST",
         "/api/threads/ticket-42/runs",
-        json_body={"messages": "Customer adds: and it was charged twice."},
+        json_body=body,
         headers={"Prefer": "respond-async", "Idempotency-Key": "delivery-8b21"},
     )
     accepted = await resp.json()
@@ -117,11 +213,13 @@ async def background_turn(host: FunctionHost) -> None:
     print("  The queue runner (the Functions host's part) pulls the message and runs the turn:")
     processed = await QueueRunner(host).run_until_idle()
     print(f"  processed {processed} message(s)")
+    heading(f"GET /api/runs/{run_id}/stream")
     print("  The caller joins the run's stream (replayed from the start, since the run is done):")
     joined = await host.request("GET", f"/api/runs/{run_id}/stream")
     async for event, data in joined.events():
         shown = data if event != "done" else {"checkpoint_id": data["checkpoint_id"]}
         print(f"  event: {event:<12} {json.dumps(shown)}")
+    heading(f"GET /api/runs/{run_id}")
     status = await (await host.request("GET", f"/api/runs/{run_id}")).json()
     reply = status["result"]["messages"][0]["content"] if status["result"] else None
     print(f"  GET /api/runs/{run_id}: status={status['status']} attempts={status['attempts']}")
@@ -143,15 +241,18 @@ async def main() -> None:
     if not os.environ.get("CHECKPOINT_STORAGE"):
         azurite = start_azurite()
         os.environ["CHECKPOINT_STORAGE"] = azurite.connection_string
-        print(f"Azurite listening on 127.0.0.1:{azurite.port} (in memory)\n")
+        print(f"Azurite listening on 127.0.0.1:{azurite.port} (in memory)")
     # The run queue lives where the Functions host keeps its own state.
     os.environ.setdefault("AzureWebJobsStorage", os.environ["CHECKPOINT_STORAGE"])
     # The queue trigger's %RUNS_QUEUE% comes from app settings (local.settings.sample.json).
     os.environ.setdefault("RUNS_QUEUE", "runs")
+    meter = Meter()
     try:
         import function_app
 
-        await converse(FunctionHost(function_app.app))
+        host = FunctionHost(function_app.app)
+        await build_service(Settings.from_env()).store.ensure_container()  # so turn 1 counts only itself
+        await converse(host, meter)
     finally:
         await close_all()
         await close_queues()

@@ -77,6 +77,9 @@ CODE_SETTINGS = (
 PLATFORM_SETTINGS = (
     "FUNCTIONS_WORKER_RUNTIME",  # local only: Flex Consumption sets the runtime in the site config
     "PYTHON_ENABLE_INIT_INDEXING",  # HTTP streaming on the 3.11/3.12 worker; the 3.13+ worker ignores it
+    # Local only: under `func start` the 3.11/3.12 worker then imports the venv's (locked) azure-functions
+    # instead of its own bundled copy; in Azure the app's packages already come first, and 3.13+ ignores it.
+    "PYTHON_ISOLATE_WORKER_DEPENDENCIES",
     "AzureWebJobsStorage__credential",  # host storage via managed identity
     "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY",  # lets the worker join the host's OpenTelemetry traces
     "AZURE_CLIENT_ID",  # DefaultAzureCredential's choice of user-assigned identity (model calls)

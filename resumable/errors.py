@@ -24,7 +24,7 @@ class ResumeError(Exception):
         self.details = details
 
     def to_body(self) -> dict[str, Any]:
-        """The ``{"error": {...}}`` body documented in the README."""
+        """The ``{"error": {...}}`` body documented in docs/api.md (Errors)."""
         error: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.details:
             error["details"] = self.details

@@ -87,8 +87,8 @@ def test_framework_unpickler_still_admits_builtins_type() -> None:
     lets a pickle call ``type(...)`` (and any ``agent_framework.*`` class): enough to
     run code through a pydantic base. That is why the app decodes with
     ``resumable/pickle_guard.py`` and not with the framework's decoder. If this fails,
-    upstream changed its allowlist: keep our scan, but re-read the README's Security
-    section and the comment on ``af_internals.CHECKPOINT_DATA_TYPES``."""
+    upstream changed its allowlist: keep our scan, but re-read docs/security.md (Checkpoints)
+    and the comment on ``af_internals.CHECKPOINT_DATA_TYPES``."""
     from agent_framework._workflows._checkpoint_encoding import decode_checkpoint_value
 
     made = pickle.dumps(Call(type, "Made", (), {}))

@@ -9,12 +9,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from devtools.azurite import Azurite
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_three_turn_demo_prints_a_checkpoint_chain(azurite: Azurite) -> None:
+@pytest.fixture(scope="module")
+def demo(azurite: Azurite) -> str:
+    """What `scripts/demo.sh` prints after setup (examples/three_turns.py), run once."""
     env = {**os.environ, "CHECKPOINT_STORAGE": azurite.connection_string, "CHECKPOINT_CONTAINER": "demo"}
     done = subprocess.run(
         [sys.executable, "examples/three_turns.py"],
@@ -26,7 +30,11 @@ def test_three_turn_demo_prints_a_checkpoint_chain(azurite: Azurite) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    out = done.stdout
+    return done.stdout
+
+
+def test_three_turn_demo_prints_a_checkpoint_chain(demo: str) -> None:
+    out = demo
     for n in (1, 2, 3, 4):
         assert f"turn {n}:" in out
     assert 'Approval answer: "approved"' in out
@@ -57,6 +65,41 @@ def test_three_turn_demo_prints_a_checkpoint_chain(azurite: Azurite) -> None:
     assert "processed 1 message(s)" in out
     assert f"GET /api/runs/{accepted.group(1)}: status=succeeded attempts=1" in out
     assert re.search(r"^  bot > turn \d+: .*charged twice", out, re.MULTILINE), out
+
+
+def test_the_demo_heads_each_section_with_its_call_and_shows_what_a_turn_costs(demo: str) -> None:
+    """Every section names the HTTP call it makes; every turn prints its storage operations and
+    workflow runs, and next to each resume what the two-step pattern cost on the same turn."""
+    out = demo
+    calls = [line.split("  {")[0] for line in out.splitlines() if re.match(r"(GET|POST) /api/", line)]
+    run = r"GET /api/runs/[0-9a-f]{32}"
+    expected = [
+        *[re.escape("POST /api/runs")] * 4,
+        re.escape("GET /api/checkpoints/{checkpoint_id}, from the newest back (read from Blob metadata):"),
+        re.escape("POST /api/runs  Accept: text/event-stream"),
+        re.escape("POST /api/threads/ticket-42/runs  Idempotency-Key: delivery-7f3a"),
+        re.escape("GET /api/threads/ticket-42"),
+        re.escape("POST /api/threads/ticket-42/runs  Prefer: respond-async"),
+        run + "/stream",
+        run,
+    ]
+    assert len(calls) == len(expected) and all(re.fullmatch(e, c) for e, c in zip(expected, calls, strict=True)), calls
+    # This app: one run per call; a new conversation writes 1 blob, a resume reads 1 and writes 1.
+    costs = re.findall(r"^ +this call: (.*)$", out, re.MULTILINE)
+    one_run = "1 workflow run (1 `started` event), blob storage "
+    assert costs[:5] == [one_run + "1 PUT"] + [one_run + "1 GET + 1 PUT"] * 4, costs
+    # The webhook's retry is a replay: no run, the key's record read (and its claim refused).
+    assert costs[-1] == "0 workflow runs (0 `started` events), blob storage 1 GET + 1 PUT"
+    # The two-step pattern on the same three resumes: two runs, and a write per superstep.
+    two_steps = re.findall(
+        r"^  two-step pattern, same turn: 2 workflow runs \(2 `started` events\), checkpoint storage 1 GET \+ (\d+) PUT"
+        r" \(the restore run writes (\d+), the message run N \+ 1 = (\d+) for its N = (\d+) supersteps\)$",
+        out,
+        re.MULTILINE,
+    )
+    assert len(two_steps) == 3, out
+    for writes, restore, message, supersteps in two_steps:
+        assert int(message) == int(supersteps) + 1 and int(writes) == int(restore) + int(message) >= 3
 
 
 # -- examples/sign_request.py (examples/*.http run in tests/test_requests_http.py) ------------

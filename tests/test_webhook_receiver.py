@@ -1,8 +1,8 @@
-"""``python -m devtools.webhook_receiver``: the README's callback worked example, runnable.
+"""``python -m devtools.webhook_receiver``: the callback worked example of docs/webhooks-and-callbacks.md, runnable.
 
 The receiver runs as a user starts it (a subprocess on a free port), gets signed callbacks
 from the app, prints each one, and stops on Ctrl+C. The worked example's ``X-GitHub-Delivery``
-dedupes only with the setting the README names."""
+dedupes only with the setting the docs name."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ class Running:
 
 @pytest.fixture
 def receiver(tmp_path: Path) -> Iterator[Running]:
-    """The receiver as the README starts it, with --port and --secret."""
+    """The receiver as the docs start it, with --port and --secret."""
     port = free_port()
     log = tmp_path / "receiver.log"
     with log.open("wb") as out:
@@ -108,7 +108,7 @@ def test_the_receiver_without_a_secret_says_how_to_give_one(tmp_path: Path) -> N
 
 
 async def _worked_example(host: FunctionHost, receiver: Running) -> list[str]:
-    """The README's worked example: the same delivery twice, then the queue drained; the run IDs."""
+    """The docs' worked example: the same delivery twice, then the queue drained; the run IDs."""
     run_ids = []
     for _ in range(2):
         answered = await host.request(

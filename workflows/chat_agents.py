@@ -54,7 +54,7 @@ def chat_client(settings: ModelSettings) -> Any:
             raise ConfigurationError(
                 "WORKFLOW=chat-agents needs agent-framework-openai and openai, which the default "
                 "requirements.txt leaves out: deploy requirements-chat-agents.txt as requirements.txt "
-                f"(README: Deploying chat-agents). Import failed: {exc}"
+                f"(docs/workflows.md: Use a real model). Import failed: {exc}"
             ) from exc
 
         if settings.provider == "azure-openai":
