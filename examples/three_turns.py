@@ -246,6 +246,9 @@ async def main() -> None:
     os.environ.setdefault("AzureWebJobsStorage", os.environ["CHECKPOINT_STORAGE"])
     # The queue trigger's %RUNS_QUEUE% comes from app settings (local.settings.sample.json).
     os.environ.setdefault("RUNS_QUEUE", "runs")
+    # Cold, like the two-step pattern each turn is compared with: a warm instance would take
+    # the checkpoint the turn before wrote from its cache and skip the GET (docs/reliability.md).
+    os.environ.setdefault("CHECKPOINT_CACHE_BYTES", "0")
     meter = Meter()
     try:
         import function_app
