@@ -9,6 +9,7 @@ Storage is a real Azurite.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import uuid
@@ -208,8 +209,9 @@ async def test_a_streamed_run_reaches_the_client_while_it_is_still_running(
         assert call.response.headers["Content-Type"].startswith("text/event-stream")
         assert call.response.headers.get("Content-Length") is None
         frame = (await call.response.content.readuntil(b"\n\n")).decode()
-        # The tail executor is blocked on RELEASE: the run cannot have finished yet.
-        assert recording_workflow.WAITING.is_set()
+        # The tail executor is blocked on RELEASE: the run cannot have finished yet. (A run
+        # yields between supersteps, so the frame may arrive before the tail has started.)
+        await asyncio.wait_for(recording_workflow.WAITING.wait(), 10)
         assert not recording_workflow.RELEASE.is_set()
         assert recording_workflow.GAVE_UP == []
         assert frame.startswith("id: 1\nevent: output\n")
