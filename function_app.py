@@ -1,7 +1,9 @@
-"""Azure Functions entry point: the triggers only. The flow lives in ``resumable/``.
+"""Azure Functions entry point: the triggers only, each one line into ``functions_adapter``.
 
-HTTP → parse (``run_request``) → load (``blob_store``) → resume (``atomic_resume``)
-→ save (``blob_store``) → respond (``run_result`` / ``sse``).
+HTTP → parse and authorize (``functions_adapter.routes``, ``turns``) → load, resume in one
+run, save (``resumable.core``: ``RunService``, ``RunOwner``) → respond (``responses``, ``sse``).
+Background runs: ``functions_adapter.background_api`` / ``queue_triggers`` over
+``resumable.background``. Thread housekeeping: ``maintenance`` over ``resumable.threads``.
 """
 
 import gc
@@ -9,8 +11,7 @@ import gc
 import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response
 
-from functions_adapter import routes as http_api
-from functions_adapter import telemetry, webhooks
+from functions_adapter import routes, telemetry, webhooks
 
 # The queue triggers, the timer and the Responses routes import their modules on first use,
 # as the HTTP routes do for background runs: a cold start pays only for the synchronous path.
@@ -22,25 +23,25 @@ app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
 @app.route(route="runs", methods=["POST"])
 async def runs(req: Request) -> Response:
     """Start a run, or resume one from a checkpoint with new input, in one workflow run."""
-    return await http_api.handle_run(req)
+    return await routes.handle_run(req)
 
 
 @app.route(route="runs/{run_id}", methods=["GET"])
 async def get_run(req: Request) -> Response:
     """A background run's status and, once it finished, its result."""
-    return await http_api.handle_get_run(req, req.path_params.get("run_id", ""))
+    return await routes.handle_get_run(req, req.path_params.get("run_id", ""))
 
 
 @app.route(route="runs/{run_id}/stream", methods=["GET"])
 async def join_run(req: Request) -> Response:
     """A background run's events as SSE: replayed from the start, then live."""
-    return await http_api.handle_join_run(req, req.path_params.get("run_id", ""))
+    return await routes.handle_join_run(req, req.path_params.get("run_id", ""))
 
 
 @app.route(route="runs/{run_id}/cancel", methods=["POST"])
 async def cancel_run(req: Request) -> Response:
     """Stop a background run: a queued one never starts, a running one commits nothing."""
-    return await http_api.handle_cancel_run(req, req.path_params.get("run_id", ""))
+    return await routes.handle_cancel_run(req, req.path_params.get("run_id", ""))
 
 
 @app.queue_trigger(arg_name="message", queue_name="%RUNS_QUEUE%", connection="AzureWebJobsStorage")
@@ -62,37 +63,37 @@ async def fail_poisoned_run(message: func.QueueMessage) -> None:
 @app.route(route="threads/{thread_id}/runs", methods=["POST"])
 async def thread_runs(req: Request) -> Response:
     """A turn on a named conversation: resumes from its head, advances it by compare-and-swap."""
-    return await http_api.handle_thread_run(req, req.path_params.get("thread_id", ""))
+    return await routes.handle_thread_run(req, req.path_params.get("thread_id", ""))
 
 
 @app.route(route="threads/{thread_id}", methods=["GET"])
 async def get_thread(req: Request) -> Response:
     """A thread's head checkpoint and recent lineage."""
-    return await http_api.handle_get_thread(req, req.path_params.get("thread_id", ""))
+    return await routes.handle_get_thread(req, req.path_params.get("thread_id", ""))
 
 
 @app.route(route="threads/{thread_id}", methods=["DELETE"])
 async def delete_thread(req: Request) -> Response:
     """Delete a thread whole (pointer, checkpoints, records); 202 if a repeat must finish it."""
-    return await http_api.handle_delete_thread(req, req.path_params.get("thread_id", ""))
+    return await routes.handle_delete_thread(req, req.path_params.get("thread_id", ""))
 
 
 @app.route(route="threads/{thread_id}/history", methods=["GET"])
 async def thread_history(req: Request) -> Response:
     """A thread's lineage, newest first, paginated by an opaque cursor."""
-    return await http_api.handle_thread_history(req, req.path_params.get("thread_id", ""))
+    return await routes.handle_thread_history(req, req.path_params.get("thread_id", ""))
 
 
 @app.route(route="threads/{thread_id}/metadata", methods=["PUT"])
 async def put_thread_metadata(req: Request) -> Response:
     """Replace a thread's metadata (channel or ticket IDs); If-Match makes it conditional."""
-    return await http_api.handle_put_thread_metadata(req, req.path_params.get("thread_id", ""))
+    return await routes.handle_put_thread_metadata(req, req.path_params.get("thread_id", ""))
 
 
 @app.route(route="checkpoints/{checkpoint_id}", methods=["GET"])
 async def get_checkpoint(req: Request) -> Response:
     """A checkpoint's metadata and lineage (never its state)."""
-    return await http_api.handle_get_checkpoint(req, req.path_params.get("checkpoint_id", ""))
+    return await routes.handle_get_checkpoint(req, req.path_params.get("checkpoint_id", ""))
 
 
 @app.route(route="responses", methods=["POST"])
@@ -147,7 +148,7 @@ async def sweep_orphan_checkpoints(timer: func.TimerRequest) -> None:
 @app.route(route="health", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 async def health(req: Request) -> Response:
     """Liveness probe; anonymous, touches no storage."""
-    return await http_api.handle_health()
+    return await routes.handle_health()
 
 
 # The Slack and GitHub adapters (/api/adapters/...), each only when its signing secret is set;

@@ -21,9 +21,9 @@ from bench import synthetic
 from bench.harness import KB, Bench, Report, interleaved, ms, ops_text, summary, user
 from functions_adapter import responses as http_responses
 from functions_adapter.request_body import parse_run_request
-from resumable import af_internals
-from resumable.results import ResultCollector
-from resumable.resume import prepare_run
+from resumable.checkpoints import af_internals
+from resumable.core.results import ResultCollector
+from resumable.core.resume import prepare_run
 
 
 async def atomic_vs_two_step(bench: Bench, report: Report) -> None:

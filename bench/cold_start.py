@@ -19,7 +19,7 @@ EXTENSION = "import azurefunctions.extensions.http.fastapi"
 _FIRST_RESUME = """
 import asyncio, function_app
 from devtools.function_host import FunctionHost
-from resumable import storage_client
+from resumable.storage import clients as storage_client
 async def main():
     resp = await FunctionHost(function_app.app).request(
         "POST", "/api/runs", json_body={{"checkpoint_id": "{base}", "messages": "cold"}})
@@ -73,7 +73,7 @@ def cold_start(bench: Bench, report: Report, base: str, pythons: list[str]) -> N
         columns,
         rows,
         "Background runs, callbacks and housekeeping are imported by their first trigger or route "
-        "(`tests/test_cold_start.py` pins that), and `resumable`'s package exports load on first use. "
+        "(`tests/library/test_cold_start.py` pins that), and `resumable`'s package exports load on first use. "
         "Where the time goes on the first interpreter, `python -X importtime -c 'import function_app'` "
         "(top cumulative):\n\n" + "\n".join(f"- `{name}`: {cum / 1000:.0f} ms" for name, cum in _import_profile()),
     )

@@ -88,7 +88,7 @@ async def _child(state_bytes: int, concurrency: int, supersteps: int) -> dict[st
     import workflows
     from bench import synthetic
     from devtools.function_host import FunctionHost
-    from resumable import storage_client
+    from resumable.storage import clients as storage_client
 
     workflows.REGISTRY["bench-chain"] = "bench.synthetic:SPEC"
     synthetic.configure(supersteps, state_bytes)

@@ -31,7 +31,8 @@ from bench.harness import FULL, KB, QUICK, Bench, Plan, Report, interleaved, mac
 from bench.targets import targets_table  # noqa: E402
 from devtools.azurite import start_azurite  # noqa: E402
 from devtools.op_counter import OperationCounter  # noqa: E402
-from resumable import run_queue, storage_client  # noqa: E402
+from resumable.storage import clients as storage_client  # noqa: E402
+from resumable.storage import run_queue  # noqa: E402
 
 
 async def run(plan: Plan, peers_ran: bool, pythons: list[str]) -> Report:

@@ -12,7 +12,7 @@ from agent_framework import InMemoryCheckpointStorage
 import workflows
 from bench import synthetic
 from bench.harness import KB, Bench, Report, ms, timed, user
-from resumable.resume import TurnInput, prepare_run
+from resumable.core.resume import TurnInput, prepare_run
 
 
 async def size_scaling(bench: Bench, report: Report) -> None:

@@ -33,7 +33,7 @@ from azure.storage.queue import BinaryBase64DecodePolicy, BinaryBase64EncodePoli
 from azure.storage.queue.aio import QueueClient
 
 from devtools.function_host import FunctionHost, Trigger
-from resumable.run_queue import POISON_SUFFIX
+from resumable.storage.run_queue import POISON_SUFFIX
 
 ROOT = Path(__file__).resolve().parent.parent
 logger = logging.getLogger(__name__)
@@ -250,7 +250,8 @@ def load_local_settings(path: Path = ROOT / "local.settings.json") -> None:
 async def _serve() -> None:
     load_local_settings()
     import function_app  # noqa: PLC0415 - the app is imported only when serving it
-    from resumable import run_queue, storage_client  # noqa: PLC0415 - the app's clients, closed on exit
+    from resumable.storage import clients as storage_client  # noqa: PLC0415 - the app's clients, closed on exit
+    from resumable.storage import run_queue  # noqa: PLC0415 - the app's clients, closed on exit
 
     try:
         async with QueueRunner(FunctionHost(function_app.app)):

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from resumable.blob_records import RecordConflict
-from resumable.errors import StorageUnavailable
-from resumable.record_store import DELETE, RecordStore, Stored
+from resumable.base.errors import StorageUnavailable
+from resumable.storage.blob_records import RecordConflict
+from resumable.storage.record_store import DELETE, RecordStore, Stored
 
 
 @dataclass

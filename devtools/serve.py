@@ -83,7 +83,8 @@ def _describe(host: FunctionHost, base: str, timers: TimerRunner) -> list[str]:
 
 async def _serve(port: int, stop: asyncio.Event) -> None:
     import function_app  # noqa: PLC0415 - imported only once the settings are in place, as the worker does
-    from resumable import run_queue, storage_client  # noqa: PLC0415 - the app's clients, closed on exit
+    from resumable.storage import clients as storage_client  # noqa: PLC0415 - the app's clients, closed on exit
+    from resumable.storage import run_queue  # noqa: PLC0415 - the app's clients, closed on exit
 
     host = FunctionHost(function_app.app)
     for trigger in host.queue_triggers():

@@ -35,9 +35,9 @@ from devtools.op_counter import OperationCounter
 from devtools.queue_runner import QueueRunner
 from functions_adapter.settings import Settings
 from functions_adapter.wiring import build_service, container_for
-from resumable import storage_client
-from resumable.run_queue import close_all as close_queues
-from resumable.storage_client import close_all
+from resumable.storage import clients as storage_client
+from resumable.storage.clients import close_all
+from resumable.storage.run_queue import close_all as close_queues
 from workflows import load_spec
 
 

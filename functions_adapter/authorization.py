@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from resumable.errors import Forbidden
+from resumable.base.errors import Forbidden
 
 from .settings import SettingsError
 

@@ -1,7 +1,7 @@
 """Background runs over HTTP and the run queue: parse, authorize and render.
 
-The protocol is the library's: ``resumable.run_accept`` (202 now, or refused exactly as a
-synchronous call would be, or a retry's replay), ``resumable.run_control`` (status,
+The protocol is the library's: ``resumable.background.accept`` (202 now, or refused exactly as a
+synchronous call would be, or a retry's replay), ``resumable.background.control`` (status,
 cancel), ``resumable.background`` (execution). Run routes are authorized on the run's
 thread, as the thread's own routes are.
 """
@@ -15,13 +15,13 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
 
-from resumable import run_records as rr
 from resumable.background import follow
-from resumable.event_pump import IdleTick
-from resumable.record_store import Stored
-from resumable.run_accept import Accepted
-from resumable.run_events import EventReader, LoggedEvent
-from resumable.run_records import RunRecord, RunRecords
+from resumable.background import records as rr
+from resumable.background.accept import Accepted
+from resumable.background.events import EventReader, LoggedEvent
+from resumable.background.records import RunRecord, RunRecords
+from resumable.core.event_pump import IdleTick
+from resumable.storage.record_store import Stored
 
 from . import callbacks, thread_api
 from .background_submit import run_control, submit

@@ -11,13 +11,13 @@ from typing import Any
 from fastapi import Request
 from opentelemetry import propagate, trace
 
-from resumable.errors import InvalidRequest, ServerMisconfigured
-from resumable.idempotency import fingerprint
-from resumable.run_accept import Accepted, AcceptRequest, Callback, Dedupe, RenderAccepted, RunAcceptor
-from resumable.run_control import RunControl
-from resumable.run_records import RunRecords
-from resumable.runs import RunRequest
-from resumable.thread_order import ThreadOrder
+from resumable.background.accept import Accepted, AcceptRequest, Callback, Dedupe, RenderAccepted, RunAcceptor
+from resumable.background.control import RunControl
+from resumable.background.order import ThreadOrder
+from resumable.background.records import RunRecords
+from resumable.base.errors import InvalidRequest, ServerMisconfigured
+from resumable.core.idempotency import fingerprint
+from resumable.core.runs import RunRequest
 
 from . import callback_url, callbacks
 from .queue_triggers import callbacks_for, run_queue

@@ -1,6 +1,6 @@
 """Completion callbacks, the adapter's part: the signed, address-checked POST, and wiring.
 
-The library (``resumable.callback_deliveries``) schedules callbacks and runs their
+The library (``resumable.background.callbacks``) schedules callbacks and runs their
 delivery state machine; this module gives it the ``Sender``:
 
 * **Payload**: ``{"type": "run.completed", "run_id", "status", "thread_id", "result" |
@@ -21,13 +21,13 @@ from typing import Any
 import aiohttp
 from azure.storage.blob.aio import ContainerClient
 
-from resumable.callback_deliveries import MESSAGE_PREFIX, CallbackDeliveries, RetryPolicy, Sender
-from resumable.callback_records import PENDING, CallbackDelivery, callback_store
-from resumable.errors import ServerMisconfigured
-from resumable.finished_run import RunRecordView
-from resumable.record_store import Stored
-from resumable.run_queue import RunQueue
-from resumable.run_records import RunRecord
+from resumable.background.callback_records import PENDING, CallbackDelivery, callback_store
+from resumable.background.callbacks import MESSAGE_PREFIX, CallbackDeliveries, RetryPolicy, Sender
+from resumable.background.finished_run import RunRecordView
+from resumable.background.records import RunRecord
+from resumable.base.errors import ServerMisconfigured
+from resumable.storage.record_store import Stored
+from resumable.storage.run_queue import RunQueue
 
 from . import signatures
 from .callback_url import CallbackPolicy, CallbackRefused, PinnedResolver, check

@@ -10,8 +10,8 @@ cannot honour; this one chooses to say so instead.)
 
 from __future__ import annotations
 
-from resumable.errors import InvalidRequest
-from resumable.ids import is_ascii_digits
+from resumable.base.errors import InvalidRequest
+from resumable.base.ids import is_ascii_digits
 
 MAX_WAIT_SECONDS = 60
 # Bounds on digits, far above any real value: a wait is capped at 60 s anyway, and an

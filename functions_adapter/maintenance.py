@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from resumable.housekeeping import Report, run_housekeeping
+from resumable.threads.housekeeping import Report, run_housekeeping
 
 from .wiring import build_service, load_settings
 

@@ -17,10 +17,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from resumable.event_pump import IdleTick
-from resumable.run_events import EventReader, LoggedEvent
-from resumable.run_follow import TERMINAL_EVENTS, follow
-from resumable.run_records import RunRecord, RunRecords
+from resumable.background.events import EventReader, LoggedEvent
+from resumable.background.follow import TERMINAL_EVENTS, follow
+from resumable.background.records import RunRecord, RunRecords
+from resumable.core.event_pump import IdleTick
 
 from .openai_objects import PREFIX, call_item, from_record, message_item, render, text_of
 

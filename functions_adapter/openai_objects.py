@@ -15,10 +15,10 @@ from typing import Any
 
 from fastapi import Response
 
-from resumable import run_records as rr
-from resumable import strict_json
-from resumable.errors import InvalidRequest, RequestInProgress, ResumeError, RunNotFound
-from resumable.run_records import RunRecord
+from resumable.background import records as rr
+from resumable.background.records import RunRecord
+from resumable.base import strict_json
+from resumable.base.errors import InvalidRequest, RequestInProgress, ResumeError, RunNotFound
 
 from .responses import json_response
 from .status_map import headers_of, status_of

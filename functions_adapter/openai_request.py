@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from resumable import strict_json
-from resumable.errors import InvalidRequest, ResumeError
-from resumable.ids import validate_id
+from resumable.base import strict_json
+from resumable.base.errors import InvalidRequest, ResumeError
+from resumable.base.ids import validate_id
 
 from .openai_objects import run_id_of, with_param
 from .settings import InputLimits

@@ -25,15 +25,15 @@ from typing import Any
 from fastapi import Response
 from fastapi.responses import StreamingResponse
 
-from resumable import run_records as rr
-from resumable.cancel_safe import finish_even_if_cancelled
-from resumable.claim import TaskOwner
-from resumable.errors import ResumeError
-from resumable.event_pump import IdleTick
-from resumable.held_claim import HeldClaim
-from resumable.idempotency import StoredResponse
-from resumable.run_records import RecordConflict, RunRecord, RunRecords
-from resumable.runs import Event
+from resumable.background import records as rr
+from resumable.background.records import RecordConflict, RunRecord, RunRecords
+from resumable.base.cancel_safe import finish_even_if_cancelled
+from resumable.base.errors import ResumeError
+from resumable.core.claim import TaskOwner
+from resumable.core.event_pump import IdleTick
+from resumable.core.held_claim import HeldClaim
+from resumable.core.idempotency import StoredResponse
+from resumable.core.runs import Event
 
 from .openai_events import Frame, ResponseEvents
 from .openai_objects import render

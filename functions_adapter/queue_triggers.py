@@ -12,10 +12,10 @@ from typing import Any
 import azure.functions as func
 
 from resumable.background import BackgroundRuns
-from resumable.errors import InvalidRequest, ServerMisconfigured
-from resumable.ids import validate_id
-from resumable.run_queue import RunQueue
-from resumable.run_records import RunRecord
+from resumable.background.records import RunRecord
+from resumable.base.errors import InvalidRequest, ServerMisconfigured
+from resumable.base.ids import validate_id
+from resumable.storage.run_queue import RunQueue
 
 from . import callbacks
 from .settings import Settings

@@ -11,11 +11,11 @@ from typing import Any
 
 from agent_framework import Message
 
-from resumable import strict_json
-from resumable.errors import InvalidRequest
-from resumable.ids import validate_id
-from resumable.resume import TurnInput
-from resumable.runs import RunRequest
+from resumable.base import strict_json
+from resumable.base.errors import InvalidRequest
+from resumable.base.ids import validate_id
+from resumable.core.resume import TurnInput
+from resumable.core.runs import RunRequest
 
 from .settings import InputLimits
 

@@ -14,8 +14,8 @@ from fastapi.responses import StreamingResponse
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
-from resumable import tracing
-from resumable.errors import ResumeError, ServerMisconfigured
+from resumable.base import tracing
+from resumable.base.errors import ResumeError, ServerMisconfigured
 
 from .responses import error_response
 from .settings import SettingsError

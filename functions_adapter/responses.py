@@ -9,11 +9,11 @@ from typing import Any
 from fastapi import Response
 from fastapi.responses import StreamingResponse
 
-from resumable import strict_json
-from resumable.errors import ResumeError
-from resumable.event_pump import IdleTick
-from resumable.idempotency import StoredResponse
-from resumable.runs import Event
+from resumable.base import strict_json
+from resumable.base.errors import ResumeError
+from resumable.core.event_pump import IdleTick
+from resumable.core.idempotency import StoredResponse
+from resumable.core.runs import Event
 
 from .sse import KEEPALIVE, MEDIA_TYPE, sse_event
 from .status_map import headers_of, status_of

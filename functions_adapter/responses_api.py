@@ -22,17 +22,17 @@ from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from fastapi import Request, Response
 from starlette.datastructures import QueryParams
 
-from resumable import layout
-from resumable import run_records as rr
-from resumable.errors import InvalidRequest, ResumeError
-from resumable.held_claim import HeldClaim
-from resumable.idempotency import StoredResponse, fingerprint
-from resumable.ids import is_ascii_digits
-from resumable.record_store import DELETE, Stored
-from resumable.run_events import EventReader
-from resumable.run_owner import RunOwner
-from resumable.run_records import RunRecord, RunRecords
-from resumable.storage import storage_unavailable_on_failure
+from resumable.background import records as rr
+from resumable.background.events import EventReader
+from resumable.background.records import RunRecord, RunRecords
+from resumable.base.errors import InvalidRequest, ResumeError
+from resumable.base.ids import is_ascii_digits
+from resumable.core.held_claim import HeldClaim
+from resumable.core.idempotency import StoredResponse, fingerprint
+from resumable.core.run_owner import RunOwner
+from resumable.storage import layout
+from resumable.storage.failures import storage_unavailable_on_failure
+from resumable.storage.record_store import DELETE, Stored
 
 from . import background_submit, thread_api
 from .openai_events import ResponseEvents, logged_run, run_frames

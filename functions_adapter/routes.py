@@ -16,13 +16,13 @@ from typing import Any
 from fastapi import Request, Response
 
 from resumable import __version__
-from resumable.af_internals import AGENT_FRAMEWORK_VERSION
-from resumable.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
-from resumable.held_claim import HeldClaim
-from resumable.idempotency import WEBHOOK_ID, StoredResponse, fingerprint
-from resumable.ids import is_ascii_digits, validate_id
-from resumable.run_owner import RunOwner
-from resumable.runs import Runner, RunRequest
+from resumable.base.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
+from resumable.base.ids import is_ascii_digits, validate_id
+from resumable.checkpoints.af_internals import AGENT_FRAMEWORK_VERSION
+from resumable.core.held_claim import HeldClaim
+from resumable.core.idempotency import WEBHOOK_ID, StoredResponse, fingerprint
+from resumable.core.run_owner import RunOwner
+from resumable.core.runs import Runner, RunRequest
 
 from . import signatures as webhook_signature
 from . import thread_api

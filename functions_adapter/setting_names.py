@@ -1,6 +1,6 @@
 """The name of every app setting the code reads, and of those the platform reads.
 
-``tests/test_infra.py::test_settings_parity_code_local_and_bicep`` checks these lists against
+``tests/infra/test_infra.py::test_settings_parity_code_local_and_bicep`` checks these lists against
 ``local.settings.sample.json`` and the Bicep app settings, so the three cannot drift.
 ``settings.py`` parses the values.
 """

@@ -11,12 +11,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from resumable.checkpoint_cache import DEFAULT_CACHE_BYTES
-from resumable.checkpoint_codec import DEFAULT_MAX_CHECKPOINT_BYTES
-from resumable.checkpoint_mac import MacConfigError, MacKey, parse_mac_keys
-from resumable.errors import ConfigurationError
-from resumable.run_queue import QueueTarget, validate_queue_name
-from resumable.storage_client import StorageTarget
+from resumable.base.errors import ConfigurationError
+from resumable.checkpoints.cache import DEFAULT_CACHE_BYTES
+from resumable.checkpoints.codec import DEFAULT_MAX_CHECKPOINT_BYTES
+from resumable.checkpoints.mac import MacConfigError, MacKey, parse_mac_keys
+from resumable.storage.clients import StorageTarget
+from resumable.storage.run_queue import QueueTarget, validate_queue_name
 
 from .setting_names import (  # noqa: F401 - re-exported: callers and the parity test read the lists here
     CODE_SETTINGS,

@@ -23,8 +23,8 @@ import hmac
 import time
 from collections.abc import Mapping, Sequence
 
-from resumable.errors import InvalidSignature
-from resumable.ids import is_ascii_digits
+from resumable.base.errors import InvalidSignature
+from resumable.base.ids import is_ascii_digits
 
 _SECRET_PREFIX = "whsec_"  # noqa: S105 - the format's prefix, not a secret
 _MAX_ID_LENGTH = 255

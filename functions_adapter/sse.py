@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from resumable import strict_json
+from resumable.base import strict_json
 
 MEDIA_TYPE = "text/event-stream"
 # A comment line: clients ignore it, proxies see bytes and keep the connection open.

@@ -8,7 +8,7 @@ subclass without its own row answers like its parent.
 
 from __future__ import annotations
 
-from resumable import errors as e
+from resumable.base import errors as e
 
 STATUS: dict[type[e.ResumeError], int] = {
     e.ResumeError: 500,

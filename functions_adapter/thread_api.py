@@ -7,12 +7,12 @@ import re
 
 from fastapi import Request, Response
 
-from resumable import strict_json
-from resumable.errors import InvalidRequest, PreconditionFailed, ThreadNotFound
-from resumable.ids import is_ascii_digits, validate_id
-from resumable.thread_admin import MAX_PAGE, ThreadMetadata, history
-from resumable.thread_delete import delete_thread
-from resumable.threads import live_head
+from resumable.base import strict_json
+from resumable.base.errors import InvalidRequest, PreconditionFailed, ThreadNotFound
+from resumable.base.ids import is_ascii_digits, validate_id
+from resumable.threads.admin import MAX_PAGE, ThreadMetadata, history
+from resumable.threads.delete import delete_thread
+from resumable.threads.pointers import live_head
 
 from .authorization import authorize
 from .responses import json_response

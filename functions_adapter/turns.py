@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from resumable.runs import Runner, RunRequest, RunService
-from resumable.thread_runs import ThreadRunner
+from resumable.core.runs import Runner, RunRequest, RunService
+from resumable.core.thread_turns import ThreadRunner
 
 from .request_body import parse_run_request
 from .settings import Settings

@@ -12,16 +12,16 @@ from typing import Any
 
 from azure.storage.blob.aio import ContainerClient
 
-from resumable import checkpoint_cache
-from resumable.blob_store import BlobCheckpointStorage
-from resumable.checkpoint_codec import CheckpointCodec
-from resumable.checkpoint_mac import CheckpointMac
-from resumable.errors import ServerMisconfigured
-from resumable.idempotency import IdempotencyStore
-from resumable.pickle_guard import UnsafeAllowlist
-from resumable.runs import RunService
-from resumable.storage_client import container_client
-from resumable.threads import ThreadPointers
+from resumable.base.errors import ServerMisconfigured
+from resumable.checkpoints import cache as checkpoint_cache
+from resumable.checkpoints.blob_store import BlobCheckpointStorage
+from resumable.checkpoints.codec import CheckpointCodec
+from resumable.checkpoints.mac import CheckpointMac
+from resumable.checkpoints.pickle_guard import UnsafeAllowlist
+from resumable.core.idempotency import IdempotencyStore
+from resumable.core.runs import RunService
+from resumable.storage.clients import container_client
+from resumable.threads.pointers import ThreadPointers
 
 from .settings import Settings, SettingsError
 

@@ -23,28 +23,28 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from .base.version import __version__
 
 # Name -> defining module, imported on first use (PEP 562): ``from resumable.ids import
 # validate_id`` must not pay for background runs, threads and the queue SDK at cold start.
 _EXPORTS = {
     "BackgroundRuns": "background",
-    "BlobCheckpointStorage": "blob_store",
-    "CheckpointCodec": "checkpoint_codec",
-    "HeldClaim": "held_claim",
-    "IdempotencyStore": "idempotency",
-    "PreparedRun": "resume",
-    "ResumeError": "errors",
-    "RunOwner": "run_owner",
-    "RunQueue": "run_queue",
-    "RunRecords": "run_records",
-    "RunRequest": "runs",
-    "RunService": "runs",
-    "ThreadOrder": "thread_order",
-    "ThreadPointers": "threads",
-    "ThreadRunner": "thread_runs",
-    "TurnInput": "resume",
-    "prepare_run": "resume",
+    "BlobCheckpointStorage": "checkpoints.blob_store",
+    "CheckpointCodec": "checkpoints.codec",
+    "HeldClaim": "core.held_claim",
+    "IdempotencyStore": "core.idempotency",
+    "PreparedRun": "core.resume",
+    "ResumeError": "base.errors",
+    "RunOwner": "core.run_owner",
+    "RunQueue": "storage.run_queue",
+    "RunRecords": "background.records",
+    "RunRequest": "core.runs",
+    "RunService": "core.runs",
+    "ThreadOrder": "background.order",
+    "ThreadPointers": "threads.pointers",
+    "ThreadRunner": "core.thread_turns",
+    "TurnInput": "core.resume",
+    "prepare_run": "core.resume",
 }
 __all__ = [
     "BackgroundRuns",
@@ -69,19 +69,19 @@ __all__ = [
 
 if TYPE_CHECKING:
     from .background import BackgroundRuns
-    from .blob_store import BlobCheckpointStorage
-    from .checkpoint_codec import CheckpointCodec
-    from .errors import ResumeError
-    from .held_claim import HeldClaim
-    from .idempotency import IdempotencyStore
-    from .resume import PreparedRun, TurnInput, prepare_run
-    from .run_owner import RunOwner
-    from .run_queue import RunQueue
-    from .run_records import RunRecords
-    from .runs import RunRequest, RunService
-    from .thread_order import ThreadOrder
-    from .thread_runs import ThreadRunner
-    from .threads import ThreadPointers
+    from .background.order import ThreadOrder
+    from .background.records import RunRecords
+    from .base.errors import ResumeError
+    from .checkpoints.blob_store import BlobCheckpointStorage
+    from .checkpoints.codec import CheckpointCodec
+    from .core.held_claim import HeldClaim
+    from .core.idempotency import IdempotencyStore
+    from .core.resume import PreparedRun, TurnInput, prepare_run
+    from .core.run_owner import RunOwner
+    from .core.runs import RunRequest, RunService
+    from .core.thread_turns import ThreadRunner
+    from .storage.run_queue import RunQueue
+    from .threads.pointers import ThreadPointers
 
 
 def __getattr__(name: str) -> Any:

@@ -11,7 +11,7 @@
 #   requirements.in              -> requirements.txt              (deployed; the remote build installs it)
 #
 # The dev lock is resolved first and the others are constrained to it, so every version
-# deployed is the version the tests ran with. tests/test_locks.py fails when a lock and
+# deployed is the version the tests ran with. tests/infra/test_locks.py fails when a lock and
 # the .in files drift apart. Needs uv (pinned in requirements-dev.in; setup puts it in .venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."

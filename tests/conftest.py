@@ -17,7 +17,8 @@ from devtools.azurite import Azurite, start_azurite
 from devtools.function_host import FunctionHost
 from devtools.op_counter import OperationCounter
 from functions_adapter import wiring as composition
-from resumable import run_queue, storage_client
+from resumable.storage import clients as storage_client
+from resumable.storage import run_queue
 from tests import recording_workflow
 
 _EXPORTER = InMemorySpanExporter()
@@ -95,3 +96,19 @@ def recording(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> Iterator[F
     composition.workflow_spec.cache_clear()
     yield host
     composition.workflow_spec.cache_clear()
+
+
+LAYERS = ("library", "adapter", "infra", "e2e")
+# The few tests that take tens of seconds (a 20,000-blob pass, 2,000 fuzzed requests):
+# the fast inner loop leaves them out.
+SLOW = {"test_maintenance_scale.py", "test_fuzz.py"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test is marked with its layer, the folder it lives in, and ``slow`` where it is."""
+    for item in items:
+        layer = item.path.parent.name
+        if layer in LAYERS:
+            item.add_marker(getattr(pytest.mark, layer))
+        if item.path.name in SLOW:
+            item.add_marker(pytest.mark.slow)

@@ -13,7 +13,7 @@ from typing import Any
 
 from agent_framework import Agent, AgentExecutor, Workflow, WorkflowBuilder
 
-from resumable.errors import ConfigurationError
+from resumable.base.errors import ConfigurationError
 
 from . import WorkflowSpec
 from .model_settings import ModelSettings

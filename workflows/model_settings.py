@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from resumable.errors import ConfigurationError
+from resumable.base.errors import ConfigurationError
 
 
 @dataclass(frozen=True, slots=True)

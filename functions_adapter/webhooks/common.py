@@ -15,7 +15,7 @@ from fastapi import Request, Response
 from opentelemetry import propagate
 from starlette.requests import Request as StarletteRequest
 
-from resumable.errors import InvalidRequest, ServerMisconfigured
+from resumable.base.errors import InvalidRequest, ServerMisconfigured
 
 from .. import routes, signatures
 from ..settings import Settings

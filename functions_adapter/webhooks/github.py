@@ -20,7 +20,7 @@ from typing import Any
 import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response
 
-from resumable.errors import InvalidRequest
+from resumable.base.errors import InvalidRequest
 
 from ..request_trace import traced
 from .common import parsed, start_turn, thread_id, verified_body

@@ -24,7 +24,7 @@ import aiohttp
 import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response
 
-from resumable.errors import InvalidRequest
+from resumable.base.errors import InvalidRequest
 
 from ..request_trace import traced
 from ..responses import json_response

@@ -1,0 +1,49 @@
+"""Background runs: execute a queued run once, whatever the queue and the instances do.
+
+A queue delivers each message at least once and instances crash, so every delivery is
+made safe to act on. The pieces, one module each:
+
+* **Records** (``run_schema``, ``run_records``): one typed record per run, changed only by
+  compare-and-swap through ``RecordStore``, which tells a lost answer from a conflict.
+* **Claim** (``run_executor``): a delivery takes the run's lease by compare-and-swap; of two
+  deliveries at once one wins and the other finds a live lease and leaves (re-sending its
+  message, delayed until the lease could have lapsed). Whether a lease lapsed is judged on
+  the storage service's clock (the record's Last-Modified and the answer's Date), never
+  on one instance's clock against another's.
+* **Lease** (``run_lease``): the attempt's hold, a ``Claim`` (``claim``) that ``RunOwner``
+  settles like an Idempotency-Key claim; watched every second for a cancel or a takeover,
+  renewed every 15 s, in a state (``LeaseState``) rather than flags.
+* **Commit once** (``commit_check``): before committing, an attempt writes what it is
+  about to commit into the record (its commit point). The commit itself is create-only (a
+  run's checkpoint is named after the run) or a thread pointer's compare-and-swap. Any
+  later attempt first checks whether an earlier one committed and reports that result;
+  an end that says "nothing was committed" waits until no intent can still land.
+* **Order per thread** (``thread_drain``): a thread's turns run front-first from its
+  pending list (``thread_order``).
+* **Events** (``run_events``, ``run_follow``): batched into a per-attempt log and the
+  record's outcome write; ``follow`` replays and tails them for joiners.
+"""
+
+from __future__ import annotations
+
+from .commit_check import CommitCheck, may_still_land
+from .executor import MAX_ATTEMPTS, RECORD_WAIT_SECONDS, BackgroundRuns, RecordNotReady
+from .follow import follow, terminal_event
+from .lease import LEASE_SECONDS, RENEW_SECONDS, WATCH_SECONDS, Ending, LeaseState, RunLease
+
+__all__ = [
+    "LEASE_SECONDS",
+    "MAX_ATTEMPTS",
+    "RECORD_WAIT_SECONDS",
+    "RENEW_SECONDS",
+    "WATCH_SECONDS",
+    "BackgroundRuns",
+    "CommitCheck",
+    "Ending",
+    "LeaseState",
+    "RecordNotReady",
+    "RunLease",
+    "follow",
+    "may_still_land",
+    "terminal_event",
+]

@@ -1,0 +1,72 @@
+"""Order per thread: a thread's background turns run one at a time, front-first.
+
+The accept appends each turn to the thread's pending list (``ThreadOrder``). Whoever
+handles a message for the thread works the list from the front: it runs the front turn
+(or, when another delivery holds it, leaves the drain to that one), pops it once it is
+finished, and goes on until the list is empty. So turns apply in the order they were
+accepted, whatever order their messages arrive in, on however many instances.
+
+Each pop is a compare-and-swap on the list as this drain last read or wrote it, so the
+list is read once per drain, not once per turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from ..storage.record_store import Stored
+from .order import PendingTurns, ThreadOrder
+from .records import RunRecord, RunRecords, lease_live
+
+# Runs one turn (its record as read, the run ID of the message being handled); the record
+# afterwards, None when it is gone.
+RunTurn = Callable[[Stored[RunRecord], str], Awaitable[Stored[RunRecord] | None]]
+# Told about each finished turn as it is popped (again after a crash: idempotent).
+Finished = Callable[[Stored[RunRecord]], Awaitable[None]]
+
+
+class RecordNotReady(Exception):
+    """A run's record is not visible yet (or its outcome could not be written): the
+    delivery should be retried."""
+
+
+class ThreadDrain:
+    def __init__(self, records: RunRecords, order: ThreadOrder, run: RunTurn, finished: Finished) -> None:
+        self._records = records
+        self._order = order
+        self._run = run
+        self._finished = finished
+
+    async def drain(self, thread_id: str, mine: Stored[RunRecord]) -> None:
+        """Work ``thread_id``'s pending turns front-first until none is left.
+
+        Stops early when another delivery holds the front (it drains on; a delayed
+        message for ``mine`` keeps watch in case it dies).
+        """
+        run_id = mine.value.run_id
+        if mine.value.terminal or lease_live(mine):
+            turns = await self._order.read(thread_id)
+        else:
+            # Listed at accept; appending again is a no-op (one read), and lists a run
+            # whose accept failed between creating its record and listing it.
+            turns = await self._order.append(thread_id, run_id)
+        while turns is not None and turns.value.pending:
+            front_id, _ = turns.value.pending[0]
+            front = mine if front_id == run_id else await self._records.get(front_id)
+            if front is None:
+                # The accept writes a run's record before its entry, so an entry without
+                # one was left by a run since deleted: it holds nothing up.
+                turns = await self._pop(thread_id, front_id, turns)
+                continue
+            if not front.value.terminal:
+                front = await self._run(front, run_id)
+                if front is None or not front.value.terminal:
+                    return
+            await self._finished(front)
+            turns = await self._pop(thread_id, front_id, turns)
+
+    async def _pop(self, thread_id: str, run_id: str, turns: Stored[PendingTurns]) -> Stored[PendingTurns] | None:
+        return await self._order.remove(thread_id, run_id, current=turns)
+
+
+__all__ = ["RecordNotReady", "ThreadDrain"]

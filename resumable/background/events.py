@@ -1,0 +1,171 @@
+"""A background run's events, kept so that a caller can join the stream at any time.
+
+Each attempt's events have IDs ``"<attempt>.<seq>"``. They are written in batches, never
+one write per event:
+
+* while the run goes on, every ``FLUSH_SECONDS``, to an append blob of the attempt's own
+  (``runs/<run_id>/events-<attempt>.jsonl``, one JSON line per event), created at its
+  first flush: a run that ends within one period never creates it;
+* what is still buffered when the run settles (the ``tail``) rides in the run record's
+  outcome write, which the attempt makes anyway. The log then holds events ``1..k`` and
+  the record ``k+1..n``; the outcome write comes after every append, so a reader that
+  sees the outcome finds the whole log already written.
+
+A reader follows a log by byte offset, so reconnecting from a ``Last-Event-ID`` re-reads
+nothing it does not need.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+from azure.storage.blob.aio import ContainerClient
+
+from ..base import strict_json
+from ..base.errors import ResumeError
+from ..storage import layout
+from ..storage.failures import create_container_if_missing, storage_unavailable_on_failure
+
+logger = logging.getLogger(__name__)
+FLUSH_SECONDS = 0.2
+# One append is at most 4 MiB; a batch over this is split.
+_MAX_APPEND = 4 * 1024 * 1024
+
+
+def log_name(run_id: str, attempt: int) -> str:
+    return layout.run_events_blob(run_id, attempt)
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedEvent:
+    attempt: int
+    seq: int
+    name: str
+    data: dict[str, Any]
+
+    @property
+    def event_id(self) -> str:
+        return f"{self.attempt}.{self.seq}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.event_id, "event": self.name, "data": self.data}
+
+    @classmethod
+    def from_json(cls, item: Mapping[str, Any]) -> LoggedEvent:
+        attempt, seq = (int(part) for part in str(item["id"]).split("."))
+        name, data = item["event"], item["data"]
+        if not isinstance(name, str) or not isinstance(data, dict):
+            raise TypeError("event")
+        return cls(attempt, seq, name, data)
+
+
+class EventWriter:
+    """Buffers one attempt's events and writes them in batches; a failed append is logged,
+    never fatal to the run. ``take_tail`` ends the log: what is left goes to the caller."""
+
+    def __init__(self, container: ContainerClient, run_id: str, attempt: int) -> None:
+        self._blob = container.get_blob_client(log_name(run_id, attempt))
+        self._container = container
+        self._attempt = attempt
+        self._seq = 0
+        self._buffer: list[LoggedEvent] = []
+        self._created = False
+        self._lock = asyncio.Lock()
+        self._sealed = asyncio.Event()
+
+    def add(self, name: str, data: dict[str, Any]) -> None:
+        if self._sealed.is_set():
+            return
+        self._seq += 1
+        self._buffer.append(LoggedEvent(self._attempt, self._seq, name, data))
+
+    async def flush_periodically(self) -> None:
+        """Flush every ``FLUSH_SECONDS`` until the log is sealed (run it in the attempt's task group)."""
+        while not self._sealed.is_set():
+            try:
+                await asyncio.wait_for(self._sealed.wait(), FLUSH_SECONDS)
+            except TimeoutError:
+                await self.flush()
+
+    async def flush(self) -> None:
+        async with self._lock:
+            if not self._sealed.is_set():
+                await self._append(self._take())
+
+    async def take_tail(self) -> tuple[LoggedEvent, ...]:
+        """Seal the log (a flush in progress finishes first) and return what it did not get."""
+        async with self._lock:
+            self._sealed.set()
+            return tuple(self._take())
+
+    async def close(self) -> None:
+        """Seal the log with everything written to it (an attempt that ends without an outcome)."""
+        async with self._lock:
+            if not self._sealed.is_set():
+                self._sealed.set()
+                await self._append(self._take())
+
+    async def append_late(self, events: tuple[LoggedEvent, ...]) -> None:
+        """Write a tail whose outcome write failed, so joiners still see it (best effort)."""
+        async with self._lock:
+            await self._append(list(events))
+
+    def _take(self) -> list[LoggedEvent]:
+        taken, self._buffer = self._buffer, []
+        return taken
+
+    async def _append(self, events: list[LoggedEvent]) -> None:
+        lines = [strict_json.dumps(event.to_json()) + b"\n" for event in events]
+        count = len(lines)
+        try:
+            with storage_unavailable_on_failure("append events"):
+                if lines and not self._created:
+                    await self._create()
+                while lines:
+                    batch, size = [], 0
+                    while lines and (not batch or size + len(lines[0]) <= _MAX_APPEND):
+                        size += len(lines[0])
+                        batch.append(lines.pop(0))
+                    await self._blob.append_block(b"".join(batch))
+        except ResumeError:
+            logger.warning("Could not append %d events to a run's log; joiners miss them", count)
+
+    async def _create(self) -> None:
+        try:
+            await self._blob.create_append_blob()
+        except ResourceNotFoundError:
+            await create_container_if_missing(self._container)
+            await self._blob.create_append_blob()
+        self._created = True
+
+
+class EventReader:
+    """Reads an attempt's log from a byte offset; only complete lines count."""
+
+    def __init__(self, container: ContainerClient, run_id: str) -> None:
+        self._container = container
+        self._run_id = run_id
+
+    async def read(self, attempt: int, offset: int) -> tuple[list[LoggedEvent], int]:
+        blob = self._container.get_blob_client(log_name(self._run_id, attempt))
+        with storage_unavailable_on_failure("read events"):
+            try:
+                raw = await (await blob.download_blob(offset=offset)).readall()
+            except ResourceNotFoundError:
+                return [], offset
+            except HttpResponseError as exc:
+                if exc.status_code == 416:  # nothing past the offset yet
+                    return [], offset
+                raise
+        end = raw.rfind(b"\n") + 1
+        events = [LoggedEvent.from_json(json.loads(line)) for line in raw[:end].splitlines()]
+        return events, offset + end
+
+
+__all__ = ["EventReader", "EventWriter", "LoggedEvent", "log_name"]

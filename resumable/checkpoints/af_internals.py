@@ -1,0 +1,86 @@
+"""Every use of a private Agent Framework API, in one module.
+
+Agent Framework 1.23.0 has no public way to (a) restore a checkpoint the caller
+already holds into a workflow before a run, or (b) encode and decode checkpoint
+values outside its file storage. The atomic resume needs both. Decoding is ours
+(``resumable/checkpoint_codec.py``): the framework's restricted unpickler admits
+``builtins:type``, which is enough to run code, so only its encoder is used. The names below are
+the framework's own: its sub-workflow executor uses ``restore_checkpoint`` and its
+``FileCheckpointStorage`` uses the codec functions.
+
+``tests/library/test_af_contract.py`` pins the behaviour relied on here; when an upgrade
+changes it, those tests fail with a message that says what to look at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from agent_framework import (
+    AgentExecutorRequest,
+    AgentExecutorResponse,
+    AgentResponse,
+    Content,
+    Message,
+    Workflow,
+    WorkflowCheckpoint,
+    WorkflowEvent,
+    WorkflowEventSource,
+    WorkflowMessage,
+)
+from agent_framework._workflows._checkpoint_encoding import (  # private: no public export in 1.23.0
+    encode_checkpoint_value as _encode_checkpoint_value,
+)
+from agent_framework._workflows._runner_context import MessageType  # private: WorkflowMessage.type's enum
+
+AGENT_FRAMEWORK_VERSION = "1.23.0"
+
+# The framework classes its checkpoints pickle: messages and their content, agent
+# responses, pending request events, and the runner's own message envelope. Found by
+# encoding real checkpoints of every shipped workflow (pending requests and agent
+# sessions included); ``tests/library/test_af_contract.py`` re-checks that list on each run.
+CHECKPOINT_DATA_TYPES: tuple[type, ...] = (
+    Message,
+    Content,
+    AgentResponse,
+    WorkflowEvent,
+    WorkflowEventSource,
+    WorkflowMessage,
+    MessageType,
+    AgentExecutorRequest,
+    AgentExecutorResponse,
+)
+
+
+def encode_checkpoint_value(value: Any) -> Any:
+    """The framework's checkpoint encoding: JSON-native values as-is, others pickled."""
+    return _encode_checkpoint_value(value)
+
+
+async def validate_responses(workflow: Workflow, responses: Mapping[str, Any]) -> dict[str, Any]:
+    """Check and convert answers to the hydrated workflow's pending requests, with the
+    very check ``run(responses=...)`` makes first (type coercion, and for computer-use
+    calls the matching call ID and acknowledged safety checks).
+
+    Called after ``hydrate`` and before the run, so a wrong answer is a 400 and not a
+    failure halfway through the run. Raises what the framework raises (``ValueError``,
+    ``TypeError``, ``AgentInvalidResponseException``, ``RuntimeError``).
+    """
+    return await workflow._validate_responses_internal(responses)
+
+
+async def hydrate(workflow: Workflow, checkpoint: WorkflowCheckpoint) -> None:
+    """Restore ``checkpoint`` into ``workflow`` before its run starts.
+
+    Done before ``run()`` rather than inside it: ``run()`` resets the iteration count
+    and per-run kwargs at its start, which would clobber a restore done earlier in
+    the same run, and a restore inside the run happens after the run's ``started``
+    event, too late to refuse a bad checkpoint with a plain HTTP error.
+    """
+    await workflow._runner.restore_checkpoint(checkpoint)
+
+
+async def has_in_flight_messages(workflow: Workflow) -> bool:
+    """Whether the hydrated workflow still has undelivered executor messages."""
+    return bool(await workflow._runner.context.has_messages())

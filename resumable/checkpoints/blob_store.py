@@ -1,0 +1,284 @@
+"""Agent Framework ``CheckpointStorage`` on Azure Blob Storage.
+
+Layout: one immutable blob per checkpoint, ``checkpoints/<checkpoint_id>.json``, in
+the framework's own JSON encoding. Blob metadata carries what lookups need (workflow
+name, timestamp, lineage, status), so listing by workflow reads blob listings, not
+blob bodies.
+
+Decoding a large checkpoint (and encoding one) is CPU work proportional to its size, so
+above ``OFF_LOOP_BYTES`` it runs on a worker thread, and a worker runs a bounded number of
+transfers at once (``checkpoint_gate.py``): the event loop keeps serving other requests
+(and ``/api/health``) meanwhile. Below it, the hop would cost more than the work.
+With ``CHECKPOINT_MAC_KEYS`` set, each blob carries an HMAC in its metadata, checked
+before the body is parsed (``checkpoint_mac.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+from urllib.parse import quote, unquote
+
+from agent_framework import WorkflowCheckpoint
+from agent_framework.exceptions import WorkflowCheckpointException
+from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+from azure.storage.blob.aio import ContainerClient
+
+from ..base import tracing
+from ..base.errors import CheckpointConflict, CheckpointNotFound, CheckpointUnreadable
+from ..base.ids import validate_id
+from ..storage import layout
+from ..storage.failures import (
+    create_container_if_missing,
+    download_capped,
+    list_page,
+    storage_unavailable_on_failure,
+    upload_new,
+)
+from .cache import CachedBlob, CheckpointCache
+from .codec import CheckpointCodec
+from .gate import cpu, transfer_slot
+from .info import CheckpointInfo, checkpoint_status
+from .mac import CheckpointMac, MacMismatch
+
+logger = logging.getLogger(__name__)
+
+BLOB_PREFIX = layout.CHECKPOINTS
+_CONTENT_TYPE = "application/json"
+
+
+class BlobCheckpointNotFound(CheckpointNotFound, WorkflowCheckpointException):
+    """Raised by ``load``; also a ``WorkflowCheckpointException`` as the protocol requires."""
+
+
+def blob_name(checkpoint_id: str) -> str:
+    return f"{BLOB_PREFIX}{validate_id(checkpoint_id)}.json"
+
+
+def _metadata_for(
+    checkpoint: WorkflowCheckpoint, thread_id: str | None, replaced_head: str | None = None
+) -> dict[str, str]:
+    # Metadata travels as HTTP headers: ASCII only, so free text is percent-encoded.
+    # Empty values are left out (listings return them as None).
+    metadata = {
+        "workflow_name": quote(checkpoint.workflow_name, safe=""),
+        "timestamp": checkpoint.timestamp,
+        "previous_checkpoint_id": checkpoint.previous_checkpoint_id or "",
+        "status": checkpoint_status(checkpoint),
+        "pending_request_ids": ",".join(checkpoint.pending_request_info_events)[:2048],
+        "thread_id": thread_id or "",
+        "replaced_head_id": replaced_head or "",
+    }
+    return {key: value for key, value in metadata.items() if value}
+
+
+def _info_from(name: str, raw_metadata: dict[str, str | None], size: int) -> CheckpointInfo:
+    metadata = {key: value or "" for key, value in raw_metadata.items()}
+    pending = metadata.get("pending_request_ids", "")
+    return CheckpointInfo(
+        checkpoint_id=name.removeprefix(BLOB_PREFIX).removesuffix(".json"),
+        workflow_name=unquote(metadata.get("workflow_name", "")),
+        previous_checkpoint_id=metadata.get("previous_checkpoint_id") or None,
+        timestamp=metadata.get("timestamp", ""),
+        status=metadata.get("status", ""),
+        pending_request_ids=tuple(p for p in pending.split(",") if p),
+        size_bytes=size,
+        thread_id=metadata.get("thread_id") or None,
+        replaced_head_id=metadata.get("replaced_head_id") or None,
+    )
+
+
+class BlobCheckpointStorage:
+    """Immutable, create-only checkpoint storage in one blob container.
+
+    Implements the framework's ``CheckpointStorage`` protocol, so it can also be
+    handed to ``workflow.run(checkpoint_storage=...)`` for the upstream two-step
+    pattern. The atomic resume does not do that: it loads and saves through this
+    class itself, so that a failed save is an error rather than a logged warning.
+    """
+
+    def __init__(
+        self,
+        container: ContainerClient,
+        codec: CheckpointCodec,
+        mac: CheckpointMac | None = None,
+        cache: CheckpointCache | None = None,
+    ) -> None:
+        self.container = container
+        self.codec = codec
+        self.mac = mac or CheckpointMac(())
+        # Recently written or read blobs, this process's (``checkpoint_cache.py`` says when
+        # it may answer); None: every load downloads.
+        self.cache = cache
+        self._scope = container.url
+        # Sizes of the checkpoints this store loaded: a resumed checkpoint's size predicts
+        # its successor's, so a large one is encoded off the event loop too.
+        self._loaded_sizes: dict[str, int] = {}
+
+    # -- writes -------------------------------------------------------------------
+
+    async def save(
+        self, checkpoint: WorkflowCheckpoint, *, thread_id: str | None = None, replaced_head: str | None = None
+    ) -> str:
+        """Upload a new checkpoint blob; an existing one is never overwritten.
+
+        ``thread_id`` tags checkpoints written by thread turns, for orphan sweeping;
+        ``replaced_head`` is the head a fork moves away from, which this blob keeps reachable.
+        """
+        name = blob_name(checkpoint.checkpoint_id)
+        with tracing.phase(
+            "checkpoint.save",
+            {
+                "checkpoint.id": checkpoint.checkpoint_id,
+                "checkpoint.previous_id": checkpoint.previous_checkpoint_id,
+                "thread.id": thread_id,
+            },
+        ) as span:
+            expected = self._loaded_sizes.get(checkpoint.previous_checkpoint_id or "", 0)
+            async with transfer_slot():
+                watch = tracing.Stopwatch()
+                data, tag = await cpu(expected, self._encode_and_sign, checkpoint)
+                span.set_attribute("checkpoint.encode_ms", watch.ms)
+                span.set_attribute("checkpoint.size_bytes", len(data))
+                metadata = {**_metadata_for(checkpoint, thread_id, replaced_head), **tag}
+                await self._upload_create_only(name, data, metadata)
+            self._remember(checkpoint.checkpoint_id, data, metadata, thread_id, time.time())
+        logger.info(
+            "checkpoint saved",
+            extra={
+                "checkpoint_id": checkpoint.checkpoint_id,
+                "previous_checkpoint_id": checkpoint.previous_checkpoint_id,
+                "thread_id": thread_id,
+                "request_id": tracing.request_id(),
+                "size_bytes": len(data),
+            },
+        )
+        return checkpoint.checkpoint_id
+
+    def _encode_and_sign(self, checkpoint: WorkflowCheckpoint) -> tuple[bytes, dict[str, str]]:
+        data = self.codec.encode(checkpoint)
+        return data, self.mac.sign(data)
+
+    async def _upload_create_only(self, name: str, data: bytes, metadata: dict[str, str]) -> None:
+        try:
+            await upload_new(self.container, name, data, metadata=metadata, content_type=_CONTENT_TYPE)
+        except ResourceExistsError as exc:
+            if not await self._is_same_upload(name, data, metadata):
+                raise CheckpointConflict(f"Checkpoint '{name}' already exists and was not overwritten.") from exc
+
+    async def _is_same_upload(self, name: str, data: bytes, metadata: dict[str, str]) -> bool:
+        """Whether an existing blob is this very upload, landed by an attempt whose answer
+        was lost (the SDK then retries and meets its own blob). Same size and timestamp
+        on a random checkpoint ID: it is ours, and the save succeeded."""
+        with storage_unavailable_on_failure("save"):
+            props = await self.container.get_blob_client(name).get_blob_properties()
+        existing = props.metadata or {}
+        return int(props.size or 0) == len(data) and existing.get("timestamp") == metadata["timestamp"]
+
+    async def ensure_container(self) -> None:
+        """Create the container if it is missing."""
+        await create_container_if_missing(self.container)
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        if self.cache is not None:
+            self.cache.forget(self._scope, checkpoint_id)
+        with storage_unavailable_on_failure("delete"):
+            try:
+                await self.container.delete_blob(blob_name(checkpoint_id))
+            except ResourceNotFoundError:
+                return False
+        return True
+
+    # -- reads --------------------------------------------------------------------
+
+    async def load(self, checkpoint_id: str, *, head_of: str | None = None) -> WorkflowCheckpoint:
+        """Download and decode one checkpoint: one GET, capped at the codec's size limit.
+
+        Or none, when the cache holds it and may answer: by ID for a checkpoint of no
+        thread, or (``head_of``) as the head of that thread, for a turn that commits by a
+        compare-and-swap on the pointer that named it. Either way it is verified and decoded.
+        """
+        name = blob_name(checkpoint_id)
+        with tracing.phase("checkpoint.load", {"checkpoint.id": checkpoint_id}) as span:
+            cached = None if self.cache is None else self.cache.find(self._scope, checkpoint_id, head_of=head_of)
+            span.set_attribute("checkpoint.cached", cached is not None)
+            if cached is not None:
+                async with transfer_slot():  # no transfer, but the same decode and memory to bound
+                    return await self._decode(span, checkpoint_id, cached.data, cached.metadata)
+            async with transfer_slot():
+                try:
+                    data, props = await download_capped(self.container.get_blob_client(name), self.codec.max_bytes + 1)
+                except ResourceNotFoundError as exc:
+                    raise BlobCheckpointNotFound(f"Checkpoint '{checkpoint_id}' was not found.") from exc
+                metadata = dict(props.metadata or {})
+                checkpoint = await self._decode(span, checkpoint_id, data, metadata)
+            created = props.creation_time.timestamp() if props.creation_time else 0.0
+            self._remember(checkpoint_id, data, metadata, metadata.get("thread_id") or None, created)
+            return checkpoint
+
+    async def _decode(self, span: Any, checkpoint_id: str, data: bytes, metadata: dict[str, str]) -> WorkflowCheckpoint:
+        span.set_attribute("checkpoint.size_bytes", len(data))
+        self._loaded_sizes[checkpoint_id] = len(data)
+        watch = tracing.Stopwatch()
+        checkpoint = await cpu(len(data), self._verify_and_decode, data, metadata, checkpoint_id)
+        span.set_attribute("checkpoint.decode_ms", watch.ms)
+        return checkpoint
+
+    def _remember(
+        self, checkpoint_id: str, data: bytes, metadata: dict[str, str], thread: str | None, at: float
+    ) -> None:
+        """Keep a blob just written or read (only once storage confirmed it)."""
+        if self.cache is not None:
+            self.cache.put(self._scope, checkpoint_id, CachedBlob(data, metadata, thread, at, time.monotonic()))
+
+    def _verify_and_decode(self, data: bytes, metadata: dict[str, str], checkpoint_id: str) -> WorkflowCheckpoint:
+        """The MAC first: a blob this app did not write is refused before it is parsed."""
+        try:
+            self.mac.verify(data, metadata)
+        except MacMismatch as exc:
+            logger.warning("Checkpoint %s refused: %s", checkpoint_id, exc)
+            raise CheckpointUnreadable(
+                "The checkpoint was not written by this app (its MAC does not verify)."
+            ) from None
+        return self.codec.decode(data, expected_id=checkpoint_id)
+
+    async def get_info(self, checkpoint_id: str) -> CheckpointInfo:
+        """Read a checkpoint's metadata without downloading or decoding its body."""
+        name = blob_name(checkpoint_id)
+        with storage_unavailable_on_failure("get properties"):
+            try:
+                props = await self.container.get_blob_client(name).get_blob_properties()
+            except ResourceNotFoundError as exc:
+                raise BlobCheckpointNotFound(f"Checkpoint '{checkpoint_id}' was not found.") from exc
+        return _info_from(name, dict(props.metadata or {}), int(props.size or 0))
+
+    async def list_all_infos(self) -> list[CheckpointInfo]:
+        """Every checkpoint's metadata, from the listing alone, oldest first."""
+        infos: list[CheckpointInfo] = []
+        with storage_unavailable_on_failure("list"):
+            try:
+                async for blob in self.container.list_blobs(name_starts_with=BLOB_PREFIX, include=["metadata"]):
+                    infos.append(_info_from(blob.name, dict(blob.metadata or {}), int(blob.size or 0)))
+            except ResourceNotFoundError:
+                return []
+        return sorted(infos, key=lambda info: info.timestamp)
+
+    async def info_page(self, token: str | None, size: int) -> tuple[list[CheckpointInfo], str | None]:
+        """One page of the listing (name order) from ``token``, and the next page's token."""
+        blobs, token = await list_page(self.container, BLOB_PREFIX, token, size, metadata=True)
+        return [_info_from(blob.name, dict(blob.metadata or {}), int(blob.size or 0)) for blob in blobs], token
+
+    async def list_infos(self, *, workflow_name: str) -> list[CheckpointInfo]:
+        """Checkpoints of one workflow, oldest first."""
+        return [info for info in await self.list_all_infos() if info.workflow_name == workflow_name]
+
+    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
+        return [info.checkpoint_id for info in await self.list_infos(workflow_name=workflow_name)]
+
+    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
+        return [await self.load(cid) for cid in await self.list_checkpoint_ids(workflow_name=workflow_name)]
+
+    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        infos = await self.list_infos(workflow_name=workflow_name)
+        return await self.load(infos[-1].checkpoint_id) if infos else None

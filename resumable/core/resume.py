@@ -1,0 +1,240 @@
+"""Resume a workflow from a checkpoint and apply new input in one run.
+
+``run(message=..., checkpoint_id=...)`` is refused by Agent Framework 1.23.0
+(upstream issue #7863). This module gets the same effect without patching the
+library:
+
+1. validate the checkpoint against the workflow (name, graph signature, pending
+   work) before anything executes;
+2. hydrate the workflow from it (``af_internals.hydrate``), which emits no events;
+3. call the public ``workflow.run(...)`` once, with a per-call in-memory checkpoint
+   storage, so there is one ``started`` event and one workflow span;
+4. hand back the run's last checkpoint, re-parented onto the checkpoint the call
+   resumed from, for the caller to persist.
+
+Any failure in steps 1-2 raises a typed ``ResumeError`` and the input never runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_framework import Message, Workflow, WorkflowCheckpoint, WorkflowEvent
+from agent_framework.exceptions import WorkflowCheckpointException
+
+from ..base.errors import (
+    CheckpointHasInFlightWork,
+    CheckpointIncompatible,
+    InvalidRequest,
+    PendingRequestsOutstanding,
+    ResumeError,
+    WorkflowFailed,
+)
+from ..checkpoints import af_internals
+from ..checkpoints.info import checkpoint_status
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnInput:
+    """What one call applies: new messages, answers to pending requests, or neither
+    (which continues whatever the checkpoint left pending)."""
+
+    messages: list[Message] | None = None
+    responses: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.messages is not None and self.responses is not None:
+            raise InvalidRequest("Send either 'messages' or 'responses', not both.")
+
+
+def validate_checkpoint(workflow: Workflow, checkpoint: WorkflowCheckpoint, turn: TurnInput) -> TurnInput:
+    """Refuse a checkpoint this workflow cannot safely continue with this input.
+
+    Answers themselves are checked after hydration (``prepare_run``), by the
+    framework's own pre-run check.
+    """
+    if checkpoint.workflow_name != workflow.name:
+        raise CheckpointIncompatible(
+            f"The checkpoint belongs to workflow '{checkpoint.workflow_name}', not '{workflow.name}'."
+        )
+    if checkpoint.graph_signature_hash != workflow.graph_signature_hash:
+        raise CheckpointIncompatible(
+            "The workflow's graph (executors or edges) has changed since the checkpoint was taken."
+        )
+    status = checkpoint_status(checkpoint)
+    pending = sorted(checkpoint.pending_request_info_events)
+    if turn.messages is not None:
+        if status == "in_flight":
+            raise CheckpointHasInFlightWork(
+                "The checkpoint was taken mid-run and still has undelivered messages; "
+                "resume it without new messages first."
+            )
+        if pending:
+            raise PendingRequestsOutstanding(
+                "The checkpoint has unanswered requests; answer them with 'responses' before sending messages.",
+                details={"pending_request_ids": pending},
+            )
+    if turn.responses is not None:
+        if not pending:
+            raise InvalidRequest("The checkpoint has no pending requests to answer.")
+        unknown = sorted(set(turn.responses) - set(pending))
+        if unknown:
+            raise InvalidRequest(
+                "'responses' names requests that are not pending in this checkpoint.",
+                details={"unknown_request_ids": unknown, "pending_request_ids": pending},
+            )
+    return turn
+
+
+class RunCheckpoints:
+    """The run's own checkpoint storage: one call's supersteps, in memory, never copied.
+
+    The framework's ``InMemoryCheckpointStorage`` deep-copies each checkpoint on save and
+    again on load, on the event loop: for a 1 MB conversation of messages that is tens of
+    ms per superstep. The checkpoints the framework saves are already its own copies
+    (``State.export_state`` deep-copies the state; message and request maps are fresh),
+    and nothing here changes them but ``final_checkpoint``'s re-parenting, so keeping
+    them as they are is safe. Only the framework and ``PreparedRun`` ever see them.
+    """
+
+    def __init__(self) -> None:
+        self._saved: dict[str, WorkflowCheckpoint] = {}
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        self._saved[checkpoint.checkpoint_id] = checkpoint
+        # The framework saves after every superstep, and nothing else in a run whose
+        # executors do no I/O suspends: yield here, or a burst of such runs (from a warm
+        # cache, nothing else waits either) holds the event loop for all of them at once.
+        await asyncio.sleep(0)
+        return checkpoint.checkpoint_id
+
+    async def load(self, checkpoint_id: str) -> WorkflowCheckpoint:
+        try:
+            return self._saved[checkpoint_id]
+        except KeyError:
+            raise WorkflowCheckpointException(f"No checkpoint found with ID {checkpoint_id}") from None
+
+    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
+        return [c for c in self._saved.values() if c.workflow_name == workflow_name]
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        return self._saved.pop(checkpoint_id, None) is not None
+
+    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        mine = await self.list_checkpoints(workflow_name=workflow_name)
+        return mine[-1] if mine else None
+
+    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
+        return [c.checkpoint_id for c in await self.list_checkpoints(workflow_name=workflow_name)]
+
+
+@dataclass
+class PreparedRun:
+    """A validated, hydrated workflow, ready to run exactly once."""
+
+    workflow: Workflow
+    turn: TurnInput
+    resumed_from: WorkflowCheckpoint | None
+    stream: bool
+    _storage: RunCheckpoints = field(default_factory=RunCheckpoints)
+    _completed: bool = False
+
+    def _start(self) -> Any:
+        common: dict[str, Any] = {"stream": self.stream, "checkpoint_storage": self._storage}
+        if self.turn.messages is not None:
+            return self.workflow.run(self.turn.messages, **common)
+        if self.turn.responses is not None:
+            return self.workflow.run(responses=dict(self.turn.responses), **common)
+        # Nothing new to apply: let the framework continue the checkpoint's pending
+        # work through its own public restore path.
+        assert self.resumed_from is not None
+        return self.workflow.run(checkpoint_id=self.resumed_from.checkpoint_id, **common)
+
+    async def events(self) -> AsyncIterator[WorkflowEvent]:
+        """The run's events; the same path for streaming and collected results.
+
+        Failures raised by the workflow surface as ``WorkflowFailed``; closing this
+        iterator early cancels the run, and nothing is persisted for it.
+        """
+        if self.resumed_from is not None and self.turn.messages is None and self.turn.responses is None:
+            await self._storage.save(self.resumed_from)
+        try:
+            started = self._start()
+            if self.stream:
+                async with started as stream:
+                    async for event in stream:
+                        yield event
+            else:
+                for event in await started:
+                    yield event
+        except ResumeError:
+            raise
+        except Exception as exc:
+            logger.exception("Workflow run failed")
+            raise WorkflowFailed("The workflow run failed; nothing was saved.") from exc
+        self._completed = True
+
+    async def final_checkpoint(self) -> WorkflowCheckpoint:
+        """The run's last checkpoint, parented on the one this call resumed from.
+
+        Only a run that finished (idle, or waiting on requests) yields one: a run
+        that was cancelled, failed, or stopped mid-superstep is never persisted.
+        """
+        last_id = self.workflow.get_last_checkpoint_id()
+        if not self._completed or last_id is None:
+            raise WorkflowFailed("The workflow run did not complete; nothing was saved.")
+        checkpoint = await self._storage.load(last_id)
+        if checkpoint_status(checkpoint) == "in_flight":
+            raise WorkflowFailed("The workflow run stopped with work in flight; nothing was saved.")
+        checkpoint.previous_checkpoint_id = self.resumed_from.checkpoint_id if self.resumed_from else None
+        return checkpoint
+
+
+async def prepare_run(
+    workflow: Workflow,
+    checkpoint: WorkflowCheckpoint | None,
+    turn: TurnInput,
+    *,
+    stream: bool = False,
+) -> PreparedRun:
+    """Validate and hydrate; raise a typed error, having executed nothing, if either fails."""
+    if checkpoint is None:
+        if turn.messages is None:
+            raise InvalidRequest("Send 'messages' to start a new run, or a 'checkpoint_id' to resume one.")
+        return PreparedRun(workflow, turn, None, stream)
+    turn = validate_checkpoint(workflow, checkpoint, turn)
+    try:
+        await af_internals.hydrate(workflow, checkpoint)
+    except Exception as exc:
+        logger.warning("Restoring checkpoint %s failed: %r", checkpoint.checkpoint_id, exc)
+        raise CheckpointIncompatible("The checkpoint could not be restored into this workflow.") from exc
+    if turn.messages is not None and await af_internals.has_in_flight_messages(workflow):
+        raise CheckpointHasInFlightWork("The restored checkpoint still has undelivered messages.")
+    if turn.responses is not None:
+        turn = TurnInput(responses=await _checked_responses(workflow, checkpoint, turn.responses))
+    return PreparedRun(workflow, turn, checkpoint, stream)
+
+
+async def _checked_responses(
+    workflow: Workflow, checkpoint: WorkflowCheckpoint, responses: Mapping[str, Any]
+) -> dict[str, Any]:
+    try:
+        return await af_internals.validate_responses(workflow, responses)
+    except Exception as exc:  # the framework's check raises several types
+        logger.info("Refused answers to pending requests: %s", type(exc).__name__)
+        expected = {
+            request_id: getattr(event.response_type, "__name__", str(event.response_type))
+            for request_id, event in checkpoint.pending_request_info_events.items()
+            if request_id in responses
+        }
+        raise InvalidRequest(
+            "An answer does not fit the request it answers (wrong type, or for a computer-use call, "
+            "another call's result or unacknowledged safety checks).",
+            details={"expected_types": expected},
+        ) from exc

@@ -1,0 +1,262 @@
+"""One call, end to end: load → resume → save, as JSON or as an event stream.
+
+Knows nothing about HTTP: ``http_api`` turns requests into ``RunRequest`` and the
+results (or ``ResumeError``) into responses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack, aclosing
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from agent_framework import Workflow, WorkflowCheckpoint, WorkflowEvent
+
+from ..base import strict_json
+from ..base.errors import CheckpointNotFound, ResumeError, WorkflowFailed
+from ..base.tracing import RequestScope, within
+from ..checkpoints.blob_store import BlobCheckpointStorage
+from ..checkpoints.info import CheckpointInfo
+from ..threads.pointers import ThreadPointers
+from .results import ResultCollector
+from .resume import PreparedRun, TurnInput, prepare_run
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """One call: resume from ``checkpoint_id`` (or start), apply ``turn``; ``multitask``
+    says what a thread turn does when another turn is running (``reject`` or ``enqueue``)."""
+
+    checkpoint_id: str | None
+    turn: TurnInput
+    stream: bool
+    multitask: str = "reject"
+    # Save the result under this ID (create-only) instead of the framework's: a background
+    # run names it after itself, so two attempts cannot both save (see ``background``).
+    final_checkpoint_id: str | None = None
+    # Asked to run in the background (``"background": true``); the adapter answers 202.
+    background: bool = False
+    # Where a background run's outcome is POSTed when it finishes (checked by the adapter).
+    callback_url: str | None = None
+    # A thread turn that forks: resume from this checkpoint of the thread's lineage, not its head.
+    fork_from: str | None = None
+    # The turn started a new thread where an expired one was (reported as ``thread_created``).
+    thread_created: bool = False
+
+
+class AfterSave(Protocol):
+    """What commits a saved checkpoint beyond the save itself (a thread turn's pointer move)."""
+
+    thread_id: str
+    # The head this checkpoint replaces without descending from it (a fork), else None.
+    replaced_head: str | None
+    # The thread whose head the turn resumes from and commits over by compare-and-swap
+    # (what lets the cache answer for that head), else None.
+    head_of: str | None
+
+    async def after_save(self, checkpoint_id: str) -> None: ...
+
+
+# (event name, data) pairs; an adapter frames them (SSE) or collects them.
+Event = tuple[str, dict[str, Any]]
+# Called with (checkpoint ID, thread ID, exact response bytes, stamp=<the checkpoint's
+# timestamp>) after the response is rendered and before the checkpoint is saved: the
+# last moment to refuse the commit. What it returns is added to the checkpoint's metadata
+# (an idempotency claim's response, when the checkpoint itself records the commit).
+CommitHook = Callable[..., Awaitable[Mapping[str, Any] | None]]
+# How far back ``is_committed`` walks a thread's lineage past its recent window.
+_LINEAGE_WALK_LIMIT = 1000
+
+
+class WorkflowSource(Protocol):
+    """Anything that builds a fresh workflow per call (``workflows.WorkflowSpec`` does)."""
+
+    def build(self) -> Workflow: ...
+
+
+class Runner(Protocol):
+    """Runs one call: ``RunService`` for /api/runs, ``ThreadRunner`` for a thread's turns."""
+
+    async def validate(self, request: RunRequest) -> None:
+        """Refuse now what the run would refuse (a background accept), running nothing."""
+        ...
+
+    async def run_to_json(self, request: RunRequest, *, before_commit: CommitHook | None = None) -> bytes: ...
+
+    async def open_stream(
+        self, request: RunRequest, *, before_commit: CommitHook | None = None, cleanup: AsyncExitStack | None = None
+    ) -> AsyncIterator[Event]:
+        """Start the run; what it holds until the stream ends is registered on ``cleanup``."""
+        ...
+
+
+class RunService:
+    def __init__(self, store: BlobCheckpointStorage, spec: WorkflowSource, pointers: ThreadPointers) -> None:
+        self.store = store
+        self.spec = spec
+        self.pointers = pointers
+
+    async def _prepare(self, request: RunRequest, head: AfterSave | None = None) -> PreparedRun:
+        """Load and validate the checkpoint and hydrate a fresh workflow; run nothing."""
+        checkpoint: WorkflowCheckpoint | None = None
+        if request.checkpoint_id is not None:
+            checkpoint = await self.store.load(request.checkpoint_id, head_of=head.head_of if head else None)
+        # Building a workflow (~0.5 ms) and hydrating it are CPU work with no wait in them, and
+        # a checkpoint from the cache was no wait either: yield between the steps, so a burst
+        # of requests takes turns with the event loop instead of running each step for all.
+        await asyncio.sleep(0)
+        workflow = self.spec.build()
+        await asyncio.sleep(0)
+        return await prepare_run(workflow, checkpoint, request.turn, stream=request.stream)
+
+    async def _save(
+        self,
+        run: PreparedRun,
+        collector: ResultCollector,
+        head: AfterSave | None,
+        before_commit: CommitHook | None,
+        request: RunRequest,
+    ) -> tuple[dict[str, Any], bytes]:
+        """Persist the final checkpoint, then let ``head`` (a thread turn) commit it.
+
+        The response is rendered first, so nothing can fail between the commit and the
+        answer. What committing means for a thread (moving its pointer, cleaning up a
+        lost race) is ``thread_runs``' business, not this module's.
+        """
+        saved = await run.final_checkpoint()
+        if request.final_checkpoint_id is not None:
+            saved.checkpoint_id = request.final_checkpoint_id
+        body = collector.body(saved)
+        if request.thread_created:
+            body["thread_created"] = True
+        rendered = strict_json.dumps(body)
+        thread_id = head.thread_id if head else None
+        if before_commit is not None:
+            carried = await before_commit(saved.checkpoint_id, thread_id, rendered, stamp=saved.timestamp)
+            if carried:
+                saved.metadata = {**saved.metadata, **carried}
+        await self.store.save(saved, thread_id=thread_id, replaced_head=head.replaced_head if head else None)
+        if head is not None:
+            await head.after_save(saved.checkpoint_id)
+        return body, rendered
+
+    async def checkpoint_metadata(self, checkpoint_id: str) -> dict[str, Any] | None:
+        """A saved checkpoint's metadata (it is read whole: MAC and guard as for a resume);
+        None if there is no such checkpoint."""
+        try:
+            return (await self.store.load(checkpoint_id)).metadata
+        except CheckpointNotFound:
+            return None
+
+    async def is_committed(self, checkpoint_id: str, thread_id: str | None) -> bool:
+        """Whether a checkpoint was committed: saved, and for a thread turn, in its lineage.
+
+        A thread's lineage is time-ordered, so the walk back from the head stops at the
+        first checkpoint older than this one.
+        """
+        try:
+            target = await self.store.get_info(checkpoint_id)
+        except CheckpointNotFound:
+            return False
+        if thread_id is None:
+            return True
+        head = await self.pointers.read(thread_id)
+        if checkpoint_id == head.checkpoint_id or checkpoint_id in head.recent:
+            return True
+        return await self._older_lineage_holds(head.recent[-1] if head.recent else None, target)
+
+    async def _older_lineage_holds(self, cursor: str | None, target: CheckpointInfo) -> bool:
+        for _ in range(_LINEAGE_WALK_LIMIT):
+            if cursor is None:
+                break
+            try:
+                info = await self.store.get_info(cursor)
+            except CheckpointNotFound:
+                break
+            if info.checkpoint_id == target.checkpoint_id:
+                return True
+            if info.created_epoch < target.created_epoch:
+                break
+            cursor = info.previous_checkpoint_id
+        return False
+
+    async def validate(self, request: RunRequest) -> None:
+        """Load, validate and hydrate, then discard: what a run would refuse, refused now
+        (a background run's accept), having executed nothing."""
+        await self._prepare(request)
+
+    async def run_to_json(
+        self, request: RunRequest, *, head: AfterSave | None = None, before_commit: CommitHook | None = None
+    ) -> bytes:
+        """Run the call to completion; return the exact response bytes."""
+        run = await self._prepare(request, head)
+        collector = ResultCollector()
+        async with aclosing(run.events()) as events:
+            async for event in events:
+                collector.add(event)
+        return (await self._save(run, collector, head, before_commit, request))[1]
+
+    async def open_stream(
+        self,
+        request: RunRequest,
+        *,
+        head: AfterSave | None = None,
+        before_commit: CommitHook | None = None,
+        cleanup: AsyncExitStack | None = None,
+    ) -> AsyncIterator[Event]:
+        """Validate, hydrate and start the run, then return its events.
+
+        Everything that can be refused (bad checkpoint, bad input, the framework's own
+        pre-run checks) is decided before this returns, so it still becomes a plain
+        HTTP error. Failures after that arrive as an ``error`` event.
+        """
+        run = await self._prepare(request, head)
+        events = run.events()
+        try:
+            first = await anext(events)  # the run's `started` event: pre-run checks passed
+        except BaseException:
+            await events.aclose()
+            raise
+        # The stream is drained later, outside this request's context: keep it for the save.
+        return self._stream(
+            run,
+            first,
+            events,
+            head=head,
+            before_commit=before_commit,
+            scope=RequestScope.capture(),
+            request=request,
+        )
+
+    async def _stream(
+        self,
+        run: PreparedRun,
+        first: WorkflowEvent,
+        events: AsyncIterator[WorkflowEvent],
+        *,
+        head: AfterSave | None,
+        before_commit: CommitHook | None,
+        scope: RequestScope,
+        request: RunRequest,
+    ) -> AsyncIterator[Event]:
+        collector = ResultCollector()
+        try:
+            async with aclosing(events):  # type: ignore[type-var]
+                collector.add(first)
+                async for event in events:
+                    item = collector.add(event)
+                    if item is not None:
+                        yield item
+            with within(scope):
+                body, _ = await self._save(run, collector, head, before_commit, request)
+            yield "done", body
+        except ResumeError as exc:
+            yield "error", exc.to_body()
+        except Exception:
+            logger.exception("Streaming run failed")
+            yield "error", WorkflowFailed("The workflow run failed; nothing was saved.").to_body()

@@ -1,0 +1,177 @@
+"""Deleting a thread whole (a GDPR erasure), across as many calls as it takes.
+
+The pointer is fenced first: a ``deleting`` tombstone, so any turn that read it before
+fails its compare-and-swap and later ones are refused. Then the container is scanned a
+listing page at a time: checkpoints (found by their ``thread_id`` metadata, so lost
+races' leftovers go too), idempotency records, background runs and their callback
+delivery records (each record is read, since their names do not say whose they are).
+After each page the tombstone records the listing's continuation token by
+compare-and-swap (``delete_progress.py``), so a call that runs out of time answers 202
+and the next call goes on from there instead of starting over. Every call finishes at
+least one page, however short its budget. Last, the pending list, the metadata and the
+pointer go.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+
+from azure.core.exceptions import ResourceNotFoundError
+from azure.storage.blob.aio import ContainerClient
+
+from ..base.errors import ThreadBusy, ThreadNotFound
+from ..storage import layout
+from ..storage.blob_records import BlobRecords, RecordUnreadable
+from ..storage.failures import list_page, storage_unavailable_on_failure
+from .admin import ThreadMetadata
+from .delete_progress import DeleteProgress
+from .pointers import ThreadHead, ThreadPointers
+
+# Names per listing page: one page is the least a call does, so it bounds how far a call
+# can run past its budget (a page of records is that many reads, DELETE_CONCURRENCY at once).
+DELETE_PAGE = 250
+DELETE_CONCURRENCY = 16
+_TOMBSTONE_ATTEMPTS = 10
+
+# A phase's page: (container, thread ID, continuation token) -> (blobs deleted, next token).
+_Step = Callable[[ContainerClient, str, str | None], Awaitable[tuple[int, str | None]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Deletion:
+    finished: bool
+    deleted: int
+
+
+async def delete_thread(
+    container: ContainerClient,
+    pointers: ThreadPointers,
+    thread_id: str,
+    *,
+    deadline_seconds: float = 20.0,
+) -> Deletion:
+    """Delete everything of ``thread_id``; ``finished`` False when the deadline came first.
+
+    ``ThreadNotFound`` once a whole scan found nothing of the thread (no pointer, metadata,
+    checkpoint or record).
+    """
+    deadline = time.monotonic() + deadline_seconds
+    head: ThreadHead | None = await _tombstone(container, pointers, await pointers.read(thread_id))
+    deleted = 0
+    worked = False
+    while head is not None:
+        progress = head.deletion or DeleteProgress(found=True)
+        if worked and time.monotonic() > deadline:
+            return Deletion(False, deleted)
+        if progress.phase == "finish":
+            await BlobRecords(container, layout.RUN_ORDER).delete(thread_id)
+            await ThreadMetadata(container).delete(thread_id)
+            await pointers.remove(head)
+            if not progress.found:
+                raise ThreadNotFound(f"Thread '{thread_id}' does not exist (or was deleted).")
+            return Deletion(True, deleted)
+        count, token = await _STEPS[progress.phase](container, thread_id, progress.token)
+        deleted += count
+        head = await _record(pointers, head, progress.after_page(token, found=count > 0))
+        worked = True
+    return Deletion(True, deleted)  # another call finished the delete meanwhile
+
+
+async def _tombstone(container: ContainerClient, pointers: ThreadPointers, head: ThreadHead) -> ThreadHead:
+    """Mark the pointer ``deleting`` (CAS): turns that read it before now cannot commit.
+    A pointer already marked is a delete in progress: this call goes on with it."""
+    if head.deleting:
+        return head
+    has_metadata = (await ThreadMetadata(container).get(head.thread_id)).etag is not None
+    for _ in range(_TOMBSTONE_ATTEMPTS):
+        if head.deleting:
+            return head
+        progress = DeleteProgress(found=has_metadata or head.etag is not None)
+        marked = ThreadHead(head.thread_id, None, 0, (), head.etag, time.time(), deleting=True, deletion=progress)
+        fenced = await pointers.fence(marked)
+        if fenced is not None:
+            return fenced
+        head = await pointers.read(head.thread_id)
+    raise ThreadBusy("The thread kept changing while it was being deleted; try again.")
+
+
+async def _record(pointers: ThreadPointers, head: ThreadHead, progress: DeleteProgress) -> ThreadHead | None:
+    """Write the progress into the tombstone (CAS). If another call moved it first, go on
+    from its position (pages are idempotent); None if the delete is no longer in progress."""
+    fenced = await pointers.fence(dataclasses.replace(head, deletion=progress, updated_at=time.time()))
+    if fenced is not None:
+        return fenced
+    current = await pointers.read(head.thread_id)
+    return current if current.deleting else None
+
+
+async def _bounded(work: Iterable[Awaitable[int]]) -> int:
+    gate = asyncio.Semaphore(DELETE_CONCURRENCY)
+
+    async def one(item: Awaitable[int]) -> int:
+        async with gate:
+            return await item
+
+    return sum(await asyncio.gather(*(one(item) for item in work)))
+
+
+async def _delete_blob(container: ContainerClient, name: str) -> int:
+    with storage_unavailable_on_failure("delete"):
+        try:
+            await container.delete_blob(name)
+        except ResourceNotFoundError:
+            return 0
+    return 1
+
+
+async def _checkpoints(container: ContainerClient, thread_id: str, token: str | None) -> tuple[int, str | None]:
+    blobs, token = await list_page(container, layout.CHECKPOINTS, token, DELETE_PAGE, metadata=True)
+    mine = [blob.name for blob in blobs if (blob.metadata or {}).get("thread_id") == thread_id]
+    return await _bounded(_delete_blob(container, name) for name in mine), token
+
+
+def _records_naming(prefix: str) -> _Step:
+    """A page of the JSON records under ``prefix``: those whose ``thread_id`` is this
+    thread are deleted (with a background run's event logs)."""
+
+    async def step(container: ContainerClient, thread_id: str, token: str | None) -> tuple[int, str | None]:
+        blobs, token = await list_page(container, prefix, token, DELETE_PAGE)
+        records = BlobRecords(container, prefix)
+        names = [blob.name.removeprefix(prefix).removesuffix(".json") for blob in blobs]
+
+        async def one(name: str) -> int:
+            try:
+                record = await records.get(name)
+            except RecordUnreadable:
+                return 0
+            if record is None or record.data.get("thread_id") != thread_id:
+                return 0
+            if prefix == layout.RUNS:
+                await _delete_run_events(container, name)
+            return int(await records.delete(name))
+
+        # An event log (``runs/<id>/...``) goes with its run.
+        return await _bounded(one(name) for name in names if "/" not in name), token
+
+    return step
+
+
+async def _delete_run_events(container: ContainerClient, run_id: str) -> None:
+    with storage_unavailable_on_failure("delete run events"):
+        try:
+            async for blob in container.list_blobs(name_starts_with=layout.run_events_prefix(run_id)):
+                await container.delete_blob(blob.name)
+        except ResourceNotFoundError:
+            return
+
+
+_STEPS: dict[str, _Step] = {
+    "checkpoints": _checkpoints,
+    "idempotency": _records_naming(layout.IDEMPOTENCY),
+    "runs": _records_naming(layout.RUNS),
+    "callbacks": _records_naming(layout.CALLBACKS),
+}

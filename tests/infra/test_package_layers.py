@@ -1,0 +1,72 @@
+"""The library's folders show its architecture: each sub-package imports only the ones
+below it, none imports the package root, and ``import resumable`` loads no HTTP or
+Functions code."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LIBRARY = ROOT / "resumable"
+# Lowest first: a package may import itself and anything before it, nothing after.
+LAYERS = ["base", "storage", "checkpoints", "threads", "core", "background"]
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(level, dotted module) of every ``from ... import`` in ``path`` (absolute: level 0)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            found.append((node.level, node.module or ""))
+        elif isinstance(node, ast.Import):
+            found.extend((0, alias.name) for alias in node.names)
+    return found
+
+
+def _target_package(path: Path, level: int, module: str) -> str | None:
+    """The sub-package an import lands in ("" for the package root), None if outside."""
+    package = path.relative_to(LIBRARY).parent.parts
+    if level == 0:
+        parts = module.split(".")
+        if parts[0] != "resumable":
+            return None
+        return parts[1] if len(parts) > 1 and parts[1] in LAYERS else ""
+    base = list(package[: len(package) - (level - 1)]) if level > 1 else list(package)
+    parts = base + [part for part in module.split(".") if part]
+    return parts[0] if parts and parts[0] in LAYERS else ""
+
+
+def test_every_module_lives_in_a_layer() -> None:
+    loose = [p.name for p in LIBRARY.glob("*.py") if p.name != "__init__.py"]
+    assert loose == []
+    assert sorted(p.name for p in LIBRARY.iterdir() if (p / "__init__.py").exists()) == sorted(LAYERS)
+
+
+def test_sub_packages_import_only_downward_and_never_the_root() -> None:
+    wrong = []
+    for path in LIBRARY.rglob("*.py"):
+        if path.parent == LIBRARY:
+            continue  # the root re-exports the public names
+        own = path.relative_to(LIBRARY).parts[0]
+        for level, module in _imports(path):
+            target = _target_package(path, level, module)
+            if target is None:
+                continue
+            if target == "" or LAYERS.index(target) > LAYERS.index(own):
+                wrong.append(f"{path.relative_to(ROOT)} imports {'.' * level}{module}")
+    assert wrong == []
+
+
+def test_import_resumable_loads_no_http_or_functions_code() -> None:
+    code = (
+        "import sys, resumable\n"
+        "from resumable import BackgroundRuns, RunService, prepare_run\n"
+        "bad = sorted({m.split('.')[0] for m in sys.modules} & {'fastapi', 'starlette', 'azure.functions'})\n"
+        "bad += [m for m in sys.modules if m.startswith('azure.functions') or m.startswith('functions_adapter')]\n"
+        "print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
