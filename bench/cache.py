@@ -72,7 +72,7 @@ async def warm_vs_cold(bench: Bench, report: Report) -> None:
         "Warm: the checkpoint this instance just wrote (and, for a thread, the pointer it just swapped) is "
         "in its cache, so the resume reads nothing and the turn commits by compare-and-swap on the cached "
         "ETag. Cold: the same call after dropping them from the cache. Iterations alternate. What the cache "
-        "may answer for, and why a deleted or expired checkpoint stays 404/410: README, *Warm instances*.",
+        "may answer for, and why a deleted or expired checkpoint stays 404/410: docs/reliability.md, *Warm instances*.",
     )
 
 

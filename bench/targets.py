@@ -40,7 +40,7 @@ def targets_table(report: Report) -> None:
     rows.append(
         [
             "the cache never answers for a checkpoint another instance could not read",
-            "rule in `resumable/checkpoints/cache.py` and the README (*Warm instances*); "
+            "rule in `resumable/checkpoints/cache.py` and docs/reliability.md (*Warm instances*); "
             "`tests/library/test_checkpoint_cache.py`: thread checkpoints by ID after a delete, a stale ETag, a thread "
             "deleted elsewhere, a blob deleted behind the app's back, retention age, an instance killed before "
             "its swap, a failed save",
