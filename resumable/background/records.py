@@ -9,7 +9,6 @@ Last-Modified and the Date of the answer that carried it (``lease_left``).
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from collections.abc import Awaitable, Callable
 
@@ -38,11 +37,6 @@ from .schema import (
 
 def new_run_id() -> str:
     return uuid.uuid4().hex
-
-
-def keyed_run_id(kind: str, key: str, route: str) -> str:
-    """The run ID an Idempotency-Key (or webhook-id) names: a retry finds the same run."""
-    return hashlib.sha256(f"{kind}\n{route}\n{key}".encode()).hexdigest()[:32]
 
 
 def lease_live(stored: Stored[RunRecord]) -> bool:
@@ -137,7 +131,6 @@ __all__ = [
     "RunRecordUnreadable",
     "RunRecords",
     "Stored",
-    "keyed_run_id",
     "lease_left",
     "lease_live",
     "new_run_id",
