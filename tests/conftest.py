@@ -16,12 +16,15 @@ import workflows
 from devtools.azurite import Azurite, start_azurite
 from devtools.function_host import FunctionHost
 from devtools.op_counter import OperationCounter
+from devtools.webhook_receiver import WebhookReceiver
 from functions_adapter import wiring as composition
 from resumable.storage import clients as storage_client
 from resumable.storage import run_queue
 from tests import recording_workflow
 
 _EXPORTER = InMemorySpanExporter()
+# Signs completion callbacks in the callback tests (the Standard Webhooks test secret).
+CALLBACK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -96,6 +99,26 @@ def recording(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> Iterator[F
     composition.workflow_spec.cache_clear()
     yield host
     composition.workflow_spec.cache_clear()
+
+
+@pytest.fixture
+async def callback_env(
+    queue_env: str, recording: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[FunctionHost]:
+    """Callbacks on, signed with ``CALLBACK_SECRET``, to loopback, retried at once."""
+    monkeypatch.setenv("CALLBACK_SECRET", CALLBACK_SECRET)
+    monkeypatch.setenv("CALLBACK_ALLOW_LOCAL_HTTP", "true")
+    monkeypatch.setenv("CALLBACK_RETRY_SCHEDULE", "0")  # the shortened schedule: retry at once
+    yield recording
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[WebhookReceiver]:
+    """A loopback webhook receiver that verifies with ``CALLBACK_SECRET``."""
+    hook = WebhookReceiver(CALLBACK_SECRET)
+    await hook.start()
+    yield hook
+    await hook.stop()
 
 
 LAYERS = ("library", "adapter", "infra", "e2e")

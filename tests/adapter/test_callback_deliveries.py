@@ -34,28 +34,10 @@ from resumable.background.callback_records import DELIVERED, Attempt, CallbackDe
 from resumable.base.errors import StorageUnavailable
 from resumable.storage import layout
 from resumable.storage.run_queue import RunQueue
+from tests.conftest import CALLBACK_SECRET as SECRET
 
-SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 ASYNC = {"Prefer": "respond-async"}
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-async def callback_env(
-    queue_env: str, recording: FunctionHost, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[FunctionHost]:
-    monkeypatch.setenv("CALLBACK_SECRET", SECRET)
-    monkeypatch.setenv("CALLBACK_ALLOW_LOCAL_HTTP", "true")
-    monkeypatch.setenv("CALLBACK_RETRY_SCHEDULE", "0")
-    yield recording
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[WebhookReceiver]:
-    hook = WebhookReceiver(SECRET)
-    await hook.start()
-    yield hook
-    await hook.stop()
 
 
 class SlowFailures(WebhookReceiver):

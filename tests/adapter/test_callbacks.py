@@ -7,7 +7,6 @@ A real loopback receiver (``devtools/webhook_receiver.py``) and real Azurite; lo
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -20,27 +19,9 @@ from devtools.webhook_receiver import WebhookReceiver
 from functions_adapter import wiring
 from functions_adapter.callback_url import CallbackPolicy, CallbackRefused, PinnedResolver, check, is_public, parse
 from resumable.background import callbacks as callback_deliveries
+from tests.conftest import CALLBACK_SECRET as SECRET
 
-SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 ASYNC = {"Prefer": "respond-async"}
-
-
-@pytest.fixture
-async def callback_env(
-    queue_env: str, recording: FunctionHost, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[FunctionHost]:
-    monkeypatch.setenv("CALLBACK_SECRET", SECRET)
-    monkeypatch.setenv("CALLBACK_ALLOW_LOCAL_HTTP", "true")
-    monkeypatch.setenv("CALLBACK_RETRY_SCHEDULE", "0")  # the shortened schedule: retry at once
-    yield recording
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[WebhookReceiver]:
-    hook = WebhookReceiver(SECRET)
-    await hook.start()
-    yield hook
-    await hook.stop()
 
 
 async def _background(host: FunctionHost, callback_url: str, text: str = "call me back") -> str:
