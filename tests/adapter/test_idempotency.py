@@ -21,6 +21,23 @@ async def keyed(host: FunctionHost, key: str, body: dict, url: str = URL, **head
     return await host.request("POST", url, json_body=body, headers={"Idempotency-Key": key, **headers})
 
 
+def fail_completed_writes(monkeypatch: pytest.MonkeyPatch):
+    """Every write that would mark a key ``completed`` fails with an outage; returns the
+    unpatched ``replace``, so a test can restore it."""
+    from resumable.base.errors import StorageUnavailable
+    from resumable.storage.blob_records import BlobRecords
+
+    original_replace = BlobRecords.replace
+
+    async def failing_replace(self, name, data, etag):
+        if data.get("state") == "completed":
+            raise StorageUnavailable("Checkpoint storage failed during replace record.")
+        return await original_replace(self, name, data, etag)
+
+    monkeypatch.setattr(BlobRecords, "replace", failing_replace)
+    return original_replace
+
+
 async def test_a_retry_gets_the_same_bytes_and_runs_nothing(recording: FunctionHost, ops: OperationCounter) -> None:
     first = await keyed(recording, "key-1", {"messages": "hello"})
     first_bytes = await first.body()
@@ -112,17 +129,7 @@ async def test_malformed_keys_are_400(host: FunctionHost, key: str) -> None:
 async def test_a_done_turn_is_not_failed_because_its_record_could_not_be_stored(
     host: FunctionHost, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from resumable.base.errors import StorageUnavailable
-    from resumable.storage.blob_records import BlobRecords
-
-    original_replace = BlobRecords.replace
-
-    async def failing_replace(self, name, data, etag):
-        if data.get("state") == "completed":
-            raise StorageUnavailable("Checkpoint storage failed during replace record.")
-        return await original_replace(self, name, data, etag)
-
-    monkeypatch.setattr(BlobRecords, "replace", failing_replace)
+    fail_completed_writes(monkeypatch)
     response = await keyed(host, "key-7", {"messages": "pay"}, url="/api/threads/bills/runs")
     assert response.status == 200  # the turn committed; telling the caller otherwise invites a double run
     head = await (await host.request("GET", "/api/threads/bills")).json()
@@ -141,18 +148,10 @@ async def test_a_committed_turn_never_runs_again_once_its_claim_is_stale(
 ) -> None:
     """The last write (marking the key completed) is lost and the claim then goes stale:
     a webhook retry hours later must replay, not take the claim over and run again."""
-    from resumable.base.errors import StorageUnavailable
     from resumable.core import idempotency
     from resumable.storage.blob_records import BlobRecords
 
-    original_replace = BlobRecords.replace
-
-    async def failing_replace(self, name, data, etag):
-        if data.get("state") == "completed":
-            raise StorageUnavailable("Checkpoint storage failed during replace record.")
-        return await original_replace(self, name, data, etag)
-
-    monkeypatch.setattr(BlobRecords, "replace", failing_replace)
+    original_replace = fail_completed_writes(monkeypatch)
     first = await keyed(recording, "key-9", {"messages": "charge card"}, url=url)
     assert first.status == 200
     calls = list(recording_workflow.CALLS)
@@ -276,17 +275,9 @@ async def test_a_retry_right_after_a_lost_completed_write_replays_at_once(
 ) -> None:
     """The claim is still fresh (not stale), but its checkpoint exists: the retry replays the
     response that checkpoint carries instead of answering 409 for the next five minutes."""
-    from resumable.base.errors import StorageUnavailable
     from resumable.storage.blob_records import BlobRecords
 
-    original_replace = BlobRecords.replace
-
-    async def failing_replace(self, name, data, etag):
-        if data.get("state") == "completed":
-            raise StorageUnavailable("Checkpoint storage failed during replace record.")
-        return await original_replace(self, name, data, etag)
-
-    monkeypatch.setattr(BlobRecords, "replace", failing_replace)
+    original_replace = fail_completed_writes(monkeypatch)
     first = await keyed(recording, "key-fresh", {"messages": "charge card"})
     assert first.status == 200
     calls = list(recording_workflow.CALLS)
