@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import socket
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any
@@ -124,9 +125,15 @@ class _Server(uvicorn.Server):
 
 @contextlib.asynccontextmanager
 async def served(
-    app: ASGIApp, *, port: int = 0, log_level: str = "warning", access_log: bool = False
+    app: ASGIApp,
+    *,
+    port: int = 0,
+    log_level: str = "warning",
+    access_log: bool = False,
+    sock: socket.socket | None = None,
 ) -> AsyncIterator[str]:
-    """Serve ``app`` on 127.0.0.1 (port 0 picks a free one); yields ``http://127.0.0.1:PORT``.
+    """Serve ``app`` on 127.0.0.1 (port 0 picks a free one), or on ``sock``, a socket bound
+    beforehand; yields ``http://127.0.0.1:PORT``.
 
     On exit, open streams get two seconds to finish, then their tasks are cancelled.
     """
@@ -140,7 +147,7 @@ async def served(
         timeout_graceful_shutdown=2,
     )
     server = _Server(config)
-    task = asyncio.create_task(server.serve())
+    task = asyncio.create_task(server.serve(sockets=None if sock is None else [sock]))
     while not server.started:  # uvicorn exposes a flag, not an event
         if task.done():  # it could not bind: raise what it raised (or say so)
             await task

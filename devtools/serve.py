@@ -43,15 +43,17 @@ def _say(text: str) -> None:
     print(text, flush=True)
 
 
-def _port_free(port: int) -> bool:
-    """Whether uvicorn could listen on 127.0.0.1:``port`` (it sets SO_REUSEADDR too)."""
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+def _reserve(port: int) -> socket.socket | None:
+    """The HTTP socket, bound to 127.0.0.1:``port`` now (None if the port is taken), so that
+    nothing started afterwards (Azurite picks free ports) can take it before uvicorn listens."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError:
+        sock.close()
+        return None
+    return sock
 
 
 def prepare_settings(path: Path, azurite: Azurite | None) -> list[str]:
@@ -81,7 +83,7 @@ def _describe(host: FunctionHost, base: str, timers: TimerRunner) -> list[str]:
     return lines
 
 
-async def _serve(port: int, stop: asyncio.Event) -> None:
+async def _serve(sock: socket.socket, stop: asyncio.Event) -> None:
     import function_app  # noqa: PLC0415 - imported only once the settings are in place, as the worker does
     from resumable.storage import clients as storage_client  # noqa: PLC0415 - the app's clients, closed on exit
     from resumable.storage import run_queue  # noqa: PLC0415 - the app's clients, closed on exit
@@ -93,7 +95,7 @@ async def _serve(port: int, stop: asyncio.Event) -> None:
     queues = QueueRunner(host)
     app = asgi_app(host, admin=True)
     try:
-        async with served(app, port=port, log_level="info", access_log=True) as base:
+        async with served(app, sock=sock, log_level="info", access_log=True) as base:
             queues.start()
             timers.start()
             _say("Functions:\n" + "\n".join(_describe(host, base, timers)))
@@ -111,12 +113,12 @@ async def _serve(port: int, stop: asyncio.Event) -> None:
         await run_queue.close_all()
 
 
-async def _main(port: int) -> None:
+async def _main(sock: socket.socket) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await _serve(port, stop)
+    await _serve(sock, stop)
 
 
 def _exit_on_signal(signum: int, frame: Any) -> None:
@@ -131,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("azure").setLevel(logging.WARNING)  # else every queue poll logs its HTTP request
-    if args.port and not _port_free(args.port):
+    sock = _reserve(args.port)
+    if sock is None:
         print(f"Port {args.port} is taken (func start?): stop what listens there, or pass --port.", file=sys.stderr)
         return 1
     # Until the event loop takes over, SIGTERM unwinds like Ctrl+C, so Azurite is still stopped.
@@ -148,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         pointed = prepare_settings(args.settings, azurite)
         if pointed:
             _say(f"Storage settings pointed at it: {', '.join(pointed)}")
-        asyncio.run(_main(args.port))
+        asyncio.run(_main(sock))
     except KeyboardInterrupt:
         pass
     except LookupError as error:  # an app setting a binding names is missing
@@ -160,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if azurite is not None:
             azurite.stop()
+        sock.close()
     return 0
 
 
