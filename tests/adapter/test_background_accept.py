@@ -324,3 +324,18 @@ async def test_a_drain_on_another_instance_racing_the_accept_leaves_no_pending_e
     assert (await status_of(recording, run_id))["status"] == "succeeded"
     assert await ThreadOrder(wiring.container_for(wiring.load_settings())).pending("raced") == []
     assert [text for executor, text in recording_workflow.CALLS if executor == "tail"] == ["one"]
+
+
+async def test_a_thread_turn_cancelled_while_queued_leaves_no_pending_entry(
+    recording: FunctionHost, queue_env: str
+) -> None:
+    """Its message then finds the run finished: it still drains the thread, which pops it."""
+    from functions_adapter import wiring
+    from resumable.background.order import ThreadOrder
+
+    run_id = (await (await accept(recording, "/api/threads/called-off/runs", {"messages": "no"})).json())["run_id"]
+    cancelled = await recording.request("POST", f"/api/runs/{run_id}/cancel")
+    assert (await cancelled.json())["status"] == "cancelled"
+    await QueueRunner(recording).run_until_idle()
+    assert await ThreadOrder(wiring.container_for(wiring.load_settings())).pending("called-off") == []
+    assert recording_workflow.CALLS == []
