@@ -339,3 +339,34 @@ async def test_a_thread_turn_cancelled_while_queued_leaves_no_pending_entry(
     await QueueRunner(recording).run_until_idle()
     assert await ThreadOrder(wiring.container_for(wiring.load_settings())).pending("called-off") == []
     assert recording_workflow.CALLS == []
+
+
+async def test_an_accept_whose_message_failed_after_a_drain_started_its_run_is_202(
+    recording: FunctionHost, queue_env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The entry is listed before the message is sent, so a drain of the thread (here on
+    another instance, for the turn before) can run the turn first: the run then stands,
+    and a 503 would have the caller send it again."""
+    from resumable.storage.run_queue import RunQueue
+
+    other = _second_instance()
+    first = await accept(recording, "/api/threads/ahead/runs", {"messages": "first"})
+    original = RunQueue.enqueue
+    sent: list[str] = []
+
+    async def drained_then_outage(self: RunQueue, run_id: str, *, delay_seconds: int = 0) -> None:
+        if not sent:
+            sent.append(run_id)
+            await QueueRunner(other).run_until_idle()  # drains "first", then the front: ours
+            raise StorageUnavailable("Checkpoint storage could not be reached during enqueue run.")
+        await original(self, run_id, delay_seconds=delay_seconds)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(RunQueue, "enqueue", drained_then_outage)
+        second = await accept(recording, "/api/threads/ahead/runs", {"messages": "second"})
+    assert second.status == 202, await second.body()
+    assert sent == [(await second.json())["run_id"]]
+    await QueueRunner(recording).run_until_idle()
+    for answer in (first, second):
+        assert (await status_of(recording, (await answer.json())["run_id"]))["status"] == "succeeded"
+    assert [text for executor, text in recording_workflow.CALLS if executor == "tail"] == ["first", "second"]
