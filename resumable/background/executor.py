@@ -137,6 +137,8 @@ class BackgroundRuns:
         after = await self.records.decide(stored, decide)
         if after is not None and after.value.terminal:
             await self._finished(after)
+            if after.value.thread_id is not None:  # no drain follows a used-up message: pop it here
+                await self.order.remove(after.value.thread_id, run_id)
         elif after is not None:
             await self._watch_later(after, run_id)
 

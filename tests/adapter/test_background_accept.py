@@ -370,3 +370,16 @@ async def test_an_accept_whose_message_failed_after_a_drain_started_its_run_is_2
     for answer in (first, second):
         assert (await status_of(recording, (await answer.json())["run_id"]))["status"] == "succeeded"
     assert [text for executor, text in recording_workflow.CALLS if executor == "tail"] == ["first", "second"]
+
+
+async def test_a_thread_turn_failed_by_its_poisoned_message_leaves_no_pending_entry(
+    recording: FunctionHost, queue_env: str, azurite: Any
+) -> None:
+    from functions_adapter import wiring
+    from resumable.background.order import ThreadOrder
+    from tests.adapter.test_background_runs import _deliver, _take_message
+
+    run_id = (await (await accept(recording, "/api/threads/poisoned/runs", {"messages": "never"})).json())["run_id"]
+    await _deliver(recording, await _take_message(queue_env, azurite), "fail_poisoned_run")
+    assert (await status_of(recording, run_id))["status"] == "failed"
+    assert await ThreadOrder(wiring.container_for(wiring.load_settings())).pending("poisoned") == []
