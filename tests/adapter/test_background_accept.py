@@ -383,3 +383,36 @@ async def test_a_thread_turn_failed_by_its_poisoned_message_leaves_no_pending_en
     await _deliver(recording, await _take_message(queue_env, azurite), "fail_poisoned_run")
     assert (await status_of(recording, run_id))["status"] == "failed"
     assert await ThreadOrder(wiring.container_for(wiring.load_settings())).pending("poisoned") == []
+
+
+async def test_a_keyed_retry_answered_while_the_first_accept_fails_gets_a_run_that_runs(
+    recording: FunctionHost, queue_env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The retry arrives while the first accept is still under way (the sender timed out):
+    it is answered the stored 202; the first accept then fails to send its message, and
+    its undo must leave that run to run."""
+    from resumable.storage.run_queue import RunQueue
+
+    key = {"Idempotency-Key": "impatient"}
+    original = RunQueue.enqueue
+    retried: list[Any] = []
+    sends: list[str] = []
+
+    async def retry_then_outage(self: RunQueue, run_id: str, *, delay_seconds: int = 0) -> None:
+        sends.append(run_id)
+        if len(sends) == 1:  # the first accept's message: the retry comes in, then the send fails
+            retried.append(await accept(recording, "/api/threads/impatient/runs", {"messages": "once"}, **key))
+            raise StorageUnavailable("Checkpoint storage could not be reached during enqueue run.")
+        await original(self, run_id, delay_seconds=delay_seconds)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(RunQueue, "enqueue", retry_then_outage)
+        first = await accept(recording, "/api/threads/impatient/runs", {"messages": "once"}, **key)
+    [second] = retried
+    assert second.status == 202, await second.body()
+    await QueueRunner(recording).run_until_idle()
+    run_id = (await second.json())["run_id"]
+    assert (await status_of(recording, run_id))["status"] == "succeeded"
+    if first.status == 202:
+        assert (await first.json())["run_id"] == run_id
+    assert [text for executor, text in recording_workflow.CALLS if executor == "tail"] == ["once"]
