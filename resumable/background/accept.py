@@ -24,7 +24,8 @@ The order of the steps is what makes a failure at any point safe:
    ``accept_failed``, the entry removed, the key released; unless a drain of the thread
    met the entry and started the run meanwhile, and then the run stands and the answer
    is its 202. A keyed retry completes whatever the first accept did not (``_heal``): the
-   same run, never a second one.
+   same run, never a second one; it marks the run ``replayed`` before answering 202, so
+   a first accept still under way that fails leaves that run to run.
 
 Run IDs are random, never derived from what a caller sent, so a run cannot be found
 or guessed from its key.
@@ -33,6 +34,7 @@ or guessed from its key.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 import uuid
@@ -187,21 +189,23 @@ class RunAcceptor:
         Best effort (storage is likely what failed): a run that has a record is marked
         failed (``accept_failed``: its entry, if a drain meets it, is popped as finished)
         and its entry removed; the key is released, so the caller's retry is judged
-        afresh. True when the run went ahead regardless: its entry was listed, and a
-        drain of its thread started it before it could be marked failed (the run then
-        needs no message of its own: that drain, or its message's redelivery, works it).
+        afresh. Not so when someone else has answered for the run meanwhile: a keyed
+        retry told 202 (``replayed``; the run stays queued, and the next retry completes
+        it), or a drain of its thread that met its entry and started it. True in that
+        last case: the run went ahead and the accept stands (it needs no message of its
+        own: that drain, or its message's redelivery, works it).
         """
         with contextlib.suppress(ResumeError):
             if created is not None:
 
                 def failed(current: RunRecord | None) -> RunRecord | None:
-                    if current is None or current.status != rr.QUEUED:
+                    if current is None or current.status != rr.QUEUED or current.replayed:
                         return None
                     return current.finished(rr.FAILED, error=ACCEPT_FAILED)
 
                 after = await self._records.update(record.run_id, failed, current=created)
                 if after is not None and not _accept_failed(after.value):
-                    return True
+                    return after.value.status != rr.QUEUED
                 if record.thread_id is not None:
                     await self._order.remove(record.thread_id, record.run_id)
             if key is not None and self._keys is not None:
@@ -212,31 +216,49 @@ class RunAcceptor:
         self, request: AcceptRequest, earlier: StoredResponse, callback: Callable[[], Awaitable[Callback | None]]
     ) -> Accepted | None:
         """A retry of an accepted request: its first answer again, byte for byte, after
-        completing whatever that accept did not (a queued run is listed and sent again: a
-        duplicate message is harmless; a missing record, recently accepted, is created).
+        completing whatever that accept did not (a missing record, recently accepted, is
+        created; a queued run is listed and sent again: a duplicate message is harmless).
 
-        None when that accept failed (its run is ``accept_failed``, so it never runs): the
-        key is released now (``StorageUnavailable`` if it cannot be: the retry gets the
-        failure) and the request is to be accepted afresh, never answered 202 for a run
-        that does not run."""
+        The run is marked ``replayed`` (compare-and-swap) before the 202 goes out, so the
+        first accept, should it still be under way and fail, leaves the run to run. None
+        when that accept failed first (its run is ``accept_failed``, so it never runs):
+        the key is released now (``StorageUnavailable`` if it cannot be: the retry gets
+        the failure) and the request is to be accepted afresh, never answered 202 for a
+        run that does not run."""
         run_id = earlier.run_id
+        replay = Accepted(earlier.status, earlier.body, run_id, replayed=True)
         if run_id is None:  # a synchronous call's response
-            return Accepted(earlier.status, earlier.body, None, replayed=True)
+            return replay
         found = await self._records.get(run_id)
-        if found is not None and _accept_failed(found.value):
+        if found is None:
+            if time.time() - (earlier.stored_at or 0.0) >= HEAL_SECONDS:
+                return replay  # deleted on purpose (see HEAL_SECONDS)
+            record = _record(request, run_id, earlier.stored_at or time.time(), earlier.body, await callback())
+            try:
+                found = await self._records.create(dataclasses.replace(record, replayed=True))
+            except RecordConflict:  # the first accept created it meanwhile
+                found = await self._records.get(run_id)
+        if found is not None:
+            found = await self._records.update(run_id, _mark_replayed, current=found)
+        if found is None:
+            return replay
+        if _accept_failed(found.value):
             dedupe = request.dedupe
             if dedupe is None:  # only a key finds an earlier accept
                 raise TypeError("a replay needs the request's key")
             await self._require_keys().forget_accept(dedupe.key, dedupe.kind, run_id)
             return None
-        if found is None and time.time() - (earlier.stored_at or 0.0) < HEAL_SECONDS:
-            record = _record(request, run_id, earlier.stored_at or time.time(), earlier.body, await callback())
-            await self._queue_run(record, undo_key=None)
-        elif found is not None and found.value.status == rr.QUEUED:
+        if found.value.status == rr.QUEUED:
             if found.value.thread_id is not None:
                 await self._order.append(found.value.thread_id, run_id)
             await self._queue.enqueue(run_id)
-        return Accepted(earlier.status, earlier.body, run_id, replayed=True)
+        return replay
+
+
+def _mark_replayed(current: RunRecord | None) -> RunRecord | None:
+    if current is None or current.status != rr.QUEUED or current.replayed:
+        return None
+    return dataclasses.replace(current, replayed=True)
 
 
 def _accept_failed(record: RunRecord) -> bool:
