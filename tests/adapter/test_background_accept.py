@@ -296,12 +296,13 @@ def _second_instance() -> FunctionHost:
     return FunctionHost(module.app)
 
 
+@pytest.mark.parametrize("before", [layout.RUNS, layout.RUN_ORDER], ids=["record", "pending-list"])
 async def test_a_drain_on_another_instance_racing_the_accept_leaves_no_pending_entry(
-    recording: FunctionHost, queue_env: str, monkeypatch: pytest.MonkeyPatch
+    recording: FunctionHost, queue_env: str, monkeypatch: pytest.MonkeyPatch, before: str
 ) -> None:
-    """Whatever the second instance's drain does while the accept writes the thread's
-    pending list (here: it handles every message there is, to the end), the finished run's
-    entry is gone afterwards."""
+    """Whatever the second instance's drain does just before the accept writes the run's
+    record or the thread's pending list (here: it handles every message there is, to the
+    end), the run runs once and its entry is gone afterwards."""
     from functions_adapter import wiring
     from resumable.background.order import ThreadOrder
 
@@ -310,7 +311,7 @@ async def test_a_drain_on_another_instance_racing_the_accept_leaves_no_pending_e
     raced: list[int] = []
 
     async def other_drains_first(self: RecordStore[Any], name: str, seen: Any, new: Any, token: str) -> Any:
-        if self.prefix == layout.RUN_ORDER and not raced:
+        if self.prefix == before and not raced:
             raced.append(await QueueRunner(other).run_until_idle())
         return await original(self, name, seen, new, token)
 
