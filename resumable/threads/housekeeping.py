@@ -33,8 +33,8 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob.aio import ContainerClient
 
 from ..base.errors import InvalidRequest, ThreadUnreadable
-from ..checkpoints.blob_store import BlobCheckpointStorage
 from ..checkpoints.blob_store import blob_name as checkpoint_blob
+from ..checkpoints.store import CheckpointStore
 from ..storage import layout
 from ..storage.failures import download_capped, list_page, storage_unavailable_on_failure, upload_new
 from ..storage.record_store import RecordStore, RecordUnreadable, Stored
@@ -110,7 +110,7 @@ class _Superseded(Exception):
 async def run_housekeeping(
     container: ContainerClient,
     pointers: ThreadPointers,
-    store: BlobCheckpointStorage,
+    store: CheckpointStore,
     *,
     budget_seconds: float,
     orphan_min_age_seconds: float,
@@ -224,7 +224,7 @@ class _Pass:
         self,
         container: ContainerClient,
         pointers: ThreadPointers,
-        store: BlobCheckpointStorage,
+        store: CheckpointStore,
         references: ReferenceFilter,
         orphan_min_age_seconds: float,
     ) -> None:

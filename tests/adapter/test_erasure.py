@@ -155,3 +155,16 @@ async def test_a_deleted_thread_s_head_is_not_served_from_this_instance_s_cache(
     assert (await host.request("DELETE", "/api/threads/cached")).status == 204
     with pytest.raises(CheckpointNotFound):
         await service.store.load(head, head_of="cached")
+
+
+async def test_a_delete_removes_the_thread_s_stored_responses(host: FunctionHost) -> None:
+    """A Responses conversation is a thread, and its stored responses are run records
+    (``runs/<run_id>.json``, ID ``resp_<run_id>``) naming it: DELETE removes them with it."""
+    created = await host.request("POST", "/api/responses", json_body={"input": SECRET, "conversation": "talk"})
+    assert created.status == 200, await created.body()
+    response_id = (await created.json())["id"]
+    assert (await host.request("GET", f"/api/responses/{response_id}")).status == 200
+    assert await _blobs_holding(SECRET)
+    assert (await host.request("DELETE", "/api/threads/talk")).status == 204
+    assert (await host.request("GET", f"/api/responses/{response_id}")).status == 404
+    assert await _blobs_holding(SECRET) == []
