@@ -168,3 +168,20 @@ async def test_a_delete_removes_the_thread_s_stored_responses(host: FunctionHost
     assert (await host.request("DELETE", "/api/threads/talk")).status == 204
     assert (await host.request("GET", f"/api/responses/{response_id}")).status == 404
     assert await _blobs_holding(SECRET) == []
+
+
+async def test_a_log_deleted_under_a_running_turn_is_never_written_again(
+    recording: FunctionHost, queue_env: str, azurite: Azurite
+) -> None:
+    """The log existed before the delete (the run's first flush): the delete removes it, and
+    the run's later flushes and its last events do not bring it back (appends never create)."""
+    run_id, delivery = await _background_turn_in_flight(recording, queue_env, azurite, "flushed")
+    for _ in range(100):
+        if await _names(layout.run_events_prefix(run_id)):
+            break
+        await asyncio.sleep(0.05)
+    assert await _blobs_holding(SECRET)
+    assert (await recording.request("DELETE", "/api/threads/flushed")).status == 204
+    await asyncio.sleep(0.5)  # more than one flush period of the running turn
+    await _finish(delivery)
+    assert await _blobs_holding(SECRET) == []
