@@ -20,9 +20,11 @@ from resumable.base.cancel_safe import wait_for_cleanups
 from resumable.base.errors import CheckpointNotFound
 from resumable.storage import layout
 from resumable.threads import housekeeping
+from resumable.threads.delete import delete_thread
 from resumable.threads.housekeeping import run_housekeeping
 from tests import recording_workflow
 from tests.adapter.test_background_runs import _accept, _deliver, _take_message
+from tests.library.test_checkpoint_cache import other_instance
 
 SECRET = "erase-me-7f3a"
 
@@ -81,8 +83,16 @@ async def _finish(delivery: asyncio.Future[Any]) -> None:
     await wait_for_cleanups()
 
 
+async def _delete_elsewhere(thread_id: str) -> None:
+    """DELETE by a second instance: its own service and caches on the same container."""
+    other = other_instance()
+    done = await delete_thread(other.store.container, other.pointers, thread_id, store=other.store)
+    assert done.finished
+
+
+@pytest.mark.parametrize("deleter", ["this instance", "another instance"])
 async def test_an_event_log_created_after_the_delete_removes_itself(
-    recording: FunctionHost, queue_env: str, azurite: Azurite, log_creates_in_flight: Any
+    recording: FunctionHost, queue_env: str, azurite: Azurite, log_creates_in_flight: Any, deleter: str
 ) -> None:
     """The create of the run's log is on the wire when DELETE runs, and lands after its 204:
     the writer finds the run's record gone and deletes the log it made; nothing of the
@@ -90,7 +100,10 @@ async def test_an_event_log_created_after_the_delete_removes_itself(
     started, gate = log_creates_in_flight
     run_id, delivery = await _background_turn_in_flight(recording, queue_env, azurite, "erased")
     await asyncio.wait_for(started.wait(), 10)
-    assert (await recording.request("DELETE", "/api/threads/erased")).status == 204
+    if deleter == "this instance":
+        assert (await recording.request("DELETE", "/api/threads/erased")).status == 204
+    else:
+        await _delete_elsewhere("erased")
     assert await _blobs_holding(SECRET) == []
     gate.set()  # the log's create lands after the delete
     await _finish(delivery)
