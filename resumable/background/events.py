@@ -16,8 +16,9 @@ nothing it does not need.
 
 A log holds the thread's text, so it must never outlive its thread's DELETE. It carries
 its run and thread in its metadata (a delete finds it even without the run's record), it
-is only ever *created* here, and a create is followed by a read of the run's record: a
-record gone means the run was deleted meanwhile, and the writer deletes the log it made.
+is only ever *created* here, and nothing is appended to it until a read of the run's
+record after the create has found it: a record gone means the run was deleted meanwhile,
+and the writer deletes the log it made (a read that fails is made again at the next flush).
 DELETE removes a run's record before it lists the run's logs, so whichever comes first,
 the log goes (``threads/delete.py``). Appends never create: a log deleted under a run
 ends its writing. What a crash leaves between the two is found by housekeeping
@@ -92,6 +93,7 @@ class EventWriter:
         self._seq = 0
         self._buffer: list[LoggedEvent] = []
         self._created = False
+        self._checked = False  # the run's record was seen after the log's create
         self._lock = asyncio.Lock()
         self._sealed = asyncio.Event()
 
@@ -143,6 +145,8 @@ class EventWriter:
             with storage_unavailable_on_failure("append events"):
                 if lines and not self._created:
                     await self._create()
+                if lines and not self._checked:
+                    await self._check_run()
                 while lines:
                     batch, size = [], 0
                     while lines and (not batch or size + len(lines[0]) <= _MAX_APPEND):
@@ -163,13 +167,17 @@ class EventWriter:
             await create_container_if_missing(self._container)
             await self._blob.create_append_blob(metadata=self._metadata)
         self._created = True
+
+    async def _check_run(self) -> None:
+        """After the create, before any text: is the run's record still there? If not, its
+        thread was deleted, and the delete may have listed the run's logs before this one
+        landed: delete it. A check that fails is made again before the next batch."""
         if not await self._record.exists():
-            # The run's record went while the log was being created: its thread was deleted,
-            # and the delete may have listed the run's logs before this one landed.
             self._sealed.set()
             with contextlib.suppress(ResourceNotFoundError):
                 await self._blob.delete_blob()
             raise _LogGone
+        self._checked = True
 
 
 class EventReader:

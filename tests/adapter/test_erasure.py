@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from azure.core.exceptions import ResourceNotFoundError
+from azure.core.exceptions import ResourceNotFoundError, ServiceRequestError
 from azure.storage.blob.aio import BlobClient
 
 from devtools.azurite import Azurite
@@ -110,6 +110,36 @@ async def test_an_event_log_created_after_the_delete_removes_itself(
     assert await _names(layout.run_events_prefix(run_id)) == []
     assert await _blobs_holding(SECRET) == []
     assert (await recording.request("DELETE", "/api/threads/erased")).status == 404
+
+
+async def test_a_log_whose_run_check_meets_an_outage_gets_no_text_until_a_check_succeeds(
+    recording: FunctionHost,
+    queue_env: str,
+    azurite: Azurite,
+    log_creates_in_flight: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The log's create lands after the delete and the writer's read of the run's record meets
+    an outage: nothing is appended to the log until a read succeeds, and that read (at the next
+    flush) finds the record gone and deletes the log."""
+    started, gate = log_creates_in_flight
+    original, failed = BlobClient.exists, []
+
+    async def first_fails(self: BlobClient, *args: Any, **kwargs: Any) -> Any:
+        if self.blob_name.startswith(layout.RUNS) and not failed:
+            failed.append(self.blob_name)
+            raise ServiceRequestError("connection reset")
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(BlobClient, "exists", first_fails)
+    run_id, delivery = await _background_turn_in_flight(recording, queue_env, azurite, "outage")
+    await asyncio.wait_for(started.wait(), 10)
+    assert (await recording.request("DELETE", "/api/threads/outage")).status == 204
+    gate.set()
+    await _finish(delivery)
+    assert failed == [layout.record_blob(layout.RUNS, run_id)]
+    assert await _names(layout.run_events_prefix(run_id)) == []
+    assert await _blobs_holding(SECRET) == []
 
 
 async def test_a_delete_removes_a_thread_s_event_logs_even_without_their_run_record(
