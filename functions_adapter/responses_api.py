@@ -20,13 +20,11 @@ from dataclasses import dataclass
 
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from fastapi import Request, Response
-from starlette.datastructures import QueryParams
 
 from resumable.background import records as rr
 from resumable.background.events import EventReader
 from resumable.background.records import RunRecord, RunRecords
 from resumable.base.errors import InvalidRequest, ResumeError
-from resumable.base.ids import is_ascii_digits
 from resumable.core.held_claim import HeldClaim
 from resumable.core.idempotency import StoredResponse, fingerprint
 from resumable.core.run_owner import RunOwner
@@ -52,6 +50,7 @@ from .openai_objects import (
 )
 from .openai_request import CreateRequest, bad, parse_create
 from .openai_sync import ResponseCommit, event_stream, live_frames, replayed
+from .params import one_of, whole_number
 from .request_trace import traced
 from .responses import JSON_MEDIA_TYPE, json_response, render_json
 from .routes import DedupeKey, dedupe_key, read_body, require_json, verify_signature
@@ -62,7 +61,8 @@ from .wiring import build_service, container_for, idempotency_store, load_settin
 logger = logging.getLogger(__name__)
 # How long a cancel waits for a running response to stop, so the answer says "cancelled".
 CANCEL_WAIT_SECONDS = 5.0
-MAX_PAGE = 100
+MAX_PAGE, DEFAULT_PAGE = 100, 20
+MAX_SEQUENCE = 2**53  # a stream's sequence numbers (JSON's exact integers)
 
 
 async def handle_create(request: Request) -> Response:
@@ -219,24 +219,13 @@ def _follow(settings: Settings, record: RunRecord, *, after: int) -> Response:
     return event_stream(run_frames(ResponseEvents(json.loads(record.accepted)), source), after=after)
 
 
-def _number(query: QueryParams, name: str, default: int, most: int) -> int:
-    raw = query.get(name)
-    if raw is None:
-        return default
-    if not is_ascii_digits(raw) or int(raw) > most:
-        raise bad(f"'{name}' must be a whole number up to {most}.", name)
-    return int(raw)
-
-
 async def _get(request: Request, response_id: str) -> Response:
     """The response; with ``?stream=true``, its events after ``starting_after``, then live."""
-    settings = load_settings()
+    settings, query = load_settings(), request.query_params
+    stream = one_of(query.get("stream"), "stream", ("true", "false"), default="false") == "true"
+    after = whole_number(query.get("starting_after"), "starting_after", low=0, high=MAX_SEQUENCE, default=-1)
     found = await _authorized(request, settings, "responses/{response_id}", response_id)
-    stream = request.query_params.get("stream", "false")
-    if stream not in ("true", "false"):
-        raise bad("'stream' must be true or false.", "stream")
-    if stream == "true":
-        after = _number(request.query_params, "starting_after", -1, 2**53)
+    if stream:
         return _follow(settings, found.value, after=after)
     return json_response(from_record(found.value))
 
@@ -276,10 +265,8 @@ async def _delete(request: Request, response_id: str) -> Response:
 
 async def _input_items(request: Request, response_id: str) -> Response:
     """What the response was created with, a page at a time (``order``, ``after``, ``limit``)."""
-    settings = load_settings()
+    settings, query = load_settings(), request.query_params
+    limit = whole_number(query.get("limit"), "limit", low=1, high=MAX_PAGE, default=DEFAULT_PAGE)
+    order = one_of(query.get("order"), "order", ("asc", "desc"), default="desc")
     found = await _authorized(request, settings, "responses/{response_id}/input_items", response_id)
-    query = request.query_params
-    limit = max(1, _number(query, "limit", 20, MAX_PAGE))
-    return json_response(
-        items_page(input_items(found.value), order=query.get("order"), after=query.get("after"), limit=limit)
-    )
+    return json_response(items_page(input_items(found.value), order=order, after=query.get("after"), limit=limit))

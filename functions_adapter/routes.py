@@ -16,8 +16,8 @@ from typing import Any
 from fastapi import Request, Response
 
 from resumable import __version__
-from resumable.base.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
-from resumable.base.ids import is_ascii_digits, validate_id
+from resumable.base.errors import PayloadTooLarge, UnsupportedMediaType
+from resumable.base.ids import validate_id
 from resumable.checkpoints.af_internals import AGENT_FRAMEWORK_VERSION
 from resumable.core.held_claim import HeldClaim
 from resumable.core.idempotency import WEBHOOK_ID, StoredResponse, fingerprint
@@ -27,6 +27,7 @@ from resumable.core.runs import Runner, RunRequest
 from . import signatures as webhook_signature
 from . import thread_api
 from .headers import preferences
+from .params import capped_number
 from .request_trace import traced
 from .responses import JSON_MEDIA_TYPE, event_stream, json_response, replay
 from .settings import Settings
@@ -48,11 +49,8 @@ def require_json(content_type: str | None) -> None:
 async def read_body(request: Request, limit: int) -> bytes:
     """The raw body, refusing (413) anything over ``limit`` without reading it all."""
     declared = request.headers.get("content-length")
-    if declared is not None:
-        if not is_ascii_digits(declared):
-            raise InvalidRequest("Content-Length must be a whole number.")
-        if int(declared) > limit:
-            raise PayloadTooLarge(f"The body is over the {limit}-byte limit.")
+    if declared is not None and capped_number(declared, "Content-Length", cap=limit) > limit:
+        raise PayloadTooLarge(f"The body is over the {limit}-byte limit.")
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
