@@ -46,6 +46,8 @@ logger = logging.getLogger(__name__)
 _STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 # What a failure after the commit point turned out to be.
 COMMITTED, NOT_COMMITTED, UNKNOWN = "committed", "not_committed", "unknown"
+# Failures after the commit point that may hide a commit (the rest are refusals: a lost race...).
+_CHECKED = frozenset({StorageUnavailable.code, ResumeError.code})
 # Whether a checkpoint was committed (for a thread turn: is in its lineage): ``RunService``'s.
 IsCommitted = Callable[[str, str | None], Awaitable[bool]]
 
@@ -124,7 +126,8 @@ class ResponseCommit:
         storage failure or anything unexpected is checked, and ``UNKNOWN`` if it cannot be."""
         if self._intent is None:
             return NOT_COMMITTED
-        if isinstance(error, ResumeError) and not isinstance(error, StorageUnavailable):
+        code = getattr(error, "code", None)  # a ResumeError's, or a stream's error event's
+        if isinstance(code, str) and code not in _CHECKED:
             return NOT_COMMITTED
         try:
             return COMMITTED if await self._is_committed(self._intent[0], self._intent[1]) else NOT_COMMITTED

@@ -166,3 +166,15 @@ async def test_a_delete_right_after_the_commit_leaves_no_response_behind(
         with pytest.raises(openai.NotFoundError):
             await call()
     assert (await host.request("GET", f"/api/threads/{conversation}")).status == 404
+
+
+async def test_a_stream_ends_with_outcome_unknown_too(host: FunctionHost, client: AsyncOpenAI, faults: Faults) -> None:
+    faults.thread = conversation = f"acct-{uuid.uuid4().hex[:8]}"
+    await client.responses.create(input="open the account", conversation=conversation)
+    faults.lose_swap_answer = True
+    events = [e async for e in await client.responses.create(input="transfer", conversation=conversation, stream=True)]
+    final = events[-1]
+    assert final.type == "response.failed" and final.response.error is not None
+    assert final.response.error.code == "outcome_unknown"
+    assert await turns(host, conversation) == 2
+    assert (await client.responses.retrieve(final.response.id)).status == "completed"
