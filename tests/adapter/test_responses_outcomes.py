@@ -26,6 +26,7 @@ from openai import AsyncOpenAI
 
 from devtools.function_host import FunctionHost
 from devtools.local_server import asgi_app
+from functions_adapter import wiring
 
 
 @dataclass
@@ -178,3 +179,28 @@ async def test_a_stream_ends_with_outcome_unknown_too(host: FunctionHost, client
     assert final.response.error.code == "outcome_unknown"
     assert await turns(host, conversation) == 2
     assert (await client.responses.retrieve(final.response.id)).status == "completed"
+
+
+async def test_a_delete_just_before_the_commit_leaves_no_response_behind(
+    host: FunctionHost, client: AsyncOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The thread is deleted after the turn wrote its response record and before its
+    pointer swap: the swap fails on the delete's fence, and the record goes too."""
+    conversation = f"erase-{uuid.uuid4().hex[:8]}"
+    await client.responses.create(input="first", conversation=conversation)
+    swap = BlobClient.upload_blob
+    deleted: list[int] = []
+
+    async def delete_before_swap(self: BlobClient, data: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.blob_name == f"threads/{conversation}.json" and not deleted:
+            deleted.append(0)
+            deleted[0] = (await host.request("DELETE", f"/api/threads/{conversation}")).status
+        return await swap(self, data, *args, **kwargs)
+
+    monkeypatch.setattr(BlobClient, "upload_blob", delete_before_swap)
+    with pytest.raises(openai.ConflictError) as lost:
+        await client.with_options(max_retries=0).responses.create(input="my secret", conversation=conversation)
+    assert deleted == [204] and lost.value.body["code"] == "thread_busy"  # type: ignore[index]
+    container = wiring.container_for(wiring.load_settings())
+    left = [blob.name async for blob in container.list_blobs()]
+    assert left == [], left  # no record, no checkpoint, no pointer: nothing of the thread
