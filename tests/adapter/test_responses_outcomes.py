@@ -204,3 +204,18 @@ async def test_a_delete_just_before_the_commit_leaves_no_response_behind(
     container = wiring.container_for(wiring.load_settings())
     left = [blob.name async for blob in container.list_blobs()]
     assert left == [], left  # no record, no checkpoint, no pointer: nothing of the thread
+
+
+async def test_what_a_stored_conversation_turn_writes(host: FunctionHost, ops: Any) -> None:
+    """The record before the commit, the checkpoint, the pointer swap, the record settled:
+    four writes on a warm instance (the record after the commit alone was three)."""
+    await host.request("POST", "/api/responses", json_body={"input": "a", "conversation": "costed"})
+    ops.reset()
+    turn = await host.request("POST", "/api/responses", json_body={"input": "b", "conversation": "costed"})
+    assert turn.status == 200
+    assert [(method, url.rsplit("/", 2)[-2]) for method, url in ops.log] == [
+        ("PUT", "runs"),
+        ("PUT", "checkpoints"),
+        ("PUT", "threads"),
+        ("PUT", "runs"),
+    ]
