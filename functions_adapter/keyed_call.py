@@ -36,7 +36,10 @@ class Claimed:
     planned_checkpoint_id: str | None
 
 
-def dedupe_key(request: Request, settings: Settings) -> DedupeKey | None:
+IDEMPOTENCY_KEY = "idempotency-key"
+
+
+def dedupe_key(request: Request, settings: Settings, *, always_key: bool = False) -> DedupeKey | None:
     """What makes a retry "the same request".
 
     With Standard Webhooks signatures on, the verified ``webhook-id``: a signed delivery
@@ -46,6 +49,9 @@ def dedupe_key(request: Request, settings: Settings) -> DedupeKey | None:
     ``IDEMPOTENCY_HEADERS`` that the request carries (``Idempotency-Key``, then
     ``webhook-id`` by default; ``X-GitHub-Delivery`` first with the GitHub scheme), each a
     namespace of its own, so one header's value never matches another's.
+
+    ``always_key``: an ``Idempotency-Key`` is honoured even when ``IDEMPOTENCY_HEADERS``
+    leaves it out (the Responses routes: an OpenAI client sends no other key).
     """
     if settings.webhook_secrets and settings.webhook_scheme == "standard":
         ttl = max(settings.idempotency_ttl_seconds, 2 * settings.webhook_tolerance_seconds)
@@ -54,7 +60,8 @@ def dedupe_key(request: Request, settings: Settings) -> DedupeKey | None:
         key = request.headers.get(header)
         if key is not None:
             return DedupeKey(key, header, settings.idempotency_ttl_seconds)
-    return None
+    key = request.headers.get(IDEMPOTENCY_KEY) if always_key else None
+    return None if key is None else DedupeKey(key, IDEMPOTENCY_KEY, settings.idempotency_ttl_seconds)
 
 
 async def begin(

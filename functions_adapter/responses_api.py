@@ -102,9 +102,8 @@ async def _create(request: Request) -> Response:
     runs_body = parsed.runs_body(await _continued_from(request, settings, parsed))
     service = build_service(settings)
     turn = build_turn(settings, service, runs_body, thread_id=parsed.conversation)
-    create = _Create(
-        request, settings, parsed, service, turn, body, runs_body, keyed_call.dedupe_key(request, settings)
-    )
+    dedupe = keyed_call.dedupe_key(request, settings, always_key=True)
+    create = _Create(request, settings, parsed, service, turn, body, runs_body, dedupe)
     return await (_accept(create) if parsed.background else _respond(create))
 
 

@@ -219,3 +219,13 @@ async def test_what_a_stored_conversation_turn_writes(host: FunctionHost, ops: A
         ("PUT", "threads"),
         ("PUT", "runs"),
     ]
+
+
+async def test_an_idempotency_key_is_honoured_whatever_idempotency_headers_says(
+    client: AsyncOpenAI, monkeypatch: pytest.MonkeyPatch, host: FunctionHost
+) -> None:
+    monkeypatch.setenv("IDEMPOTENCY_HEADERS", "X-GitHub-Delivery")
+    key = {"Idempotency-Key": uuid.uuid4().hex}
+    first = await client.responses.create(input="once", conversation="keyed", extra_headers=key)
+    again = await client.responses.create(input="once", conversation="keyed", extra_headers=key)
+    assert again.id == first.id and await turns(host, "keyed") == 1
