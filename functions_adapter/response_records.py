@@ -44,18 +44,9 @@ class PendingRecord:
         """Create the record with the intent (before the commit: a failure refuses it).
         ``result``: the run's result, the bytes ``POST /api/runs`` would answer."""
         intent = CommitIntent(uuid.uuid4().hex, checkpoint_id, stamp, result, time.time())
-        running = RunRecord(
-            run_id=self._record.run_id,
-            body=self._record.body,
-            fingerprint=self._record.fingerprint,
-            accepted=self._record.accepted,
-            created_at=self._record.created_at,
-            status=rr.RUNNING,
-            thread_id=self._record.thread_id,
-            checkpoint_id=self._record.checkpoint_id,
-            started_at=self._record.created_at,
-            attempts=1,
-            commits=(intent,),
+        started = self._record.created_at
+        running = dataclasses.replace(
+            self._record, status=rr.RUNNING, started_at=started, attempts=1, commits=(intent,)
         )
         self._stored = await self._records.create(running)
 
