@@ -119,10 +119,11 @@ async def test_background_headers(host: FunctionHost, queue_env: str) -> None:
 
 async def test_content_length(host: FunctionHost) -> None:
     body = json.dumps({"messages": "hi"}).encode()
-    for path in ("/api/runs", "/api/responses", "/api/threads/t1/runs"):
+    routes = [("POST", "/api/runs"), ("POST", "/api/responses"), ("POST", "/api/threads/t1/runs")]
+    for method, path in [*routes, ("PUT", "/api/threads/t1/metadata")]:
         for value, status in [(HUGE, 413), ("-1", 400), ("1.5", 400), ("[1]", 400), ("\u00b2", 400)]:
             headers = {"content-type": "application/json", "content-length": value}
-            answer = await host.request("POST", path, body=body, headers=headers)
+            answer = await host.request(method, path, body=body, headers=headers)
             assert answer.status == status, (path, value, await answer.body())
 
 
