@@ -6,16 +6,26 @@ blob directly, as a bug, a botched migration or a stray tool would.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+from collections.abc import Awaitable, Callable
 
 import pytest
+from agent_framework import Message
 
 from devtools.function_host import FunctionHost
 from functions_adapter import maintenance
 from functions_adapter import wiring as composition
 from functions_adapter.settings import Settings
 from resumable.checkpoints import cache as checkpoint_cache
+from resumable.checkpoints.blob_store import BlobCheckpointStorage
+from resumable.checkpoints.cache import CheckpointCache, HeadCache
+from resumable.core.resume import TurnInput
+from resumable.core.runs import RunRequest, RunService
+from resumable.core.thread_turns import ThreadRunner
+from resumable.storage.blob_records import BlobRecords, RecordConflict
+from resumable.threads.pointers import ThreadLocks, ThreadPointers
 
 THREAD = "conv"
 
@@ -200,3 +210,74 @@ async def test_an_expired_thread_is_not_removed_if_its_pointer_moved_meanwhile(
     fresh = await pointers.read(THREAD)
     assert await pointers.forget_expired(stale) is False
     assert (await pointers.read(THREAD)).checkpoint_id == fresh.checkpoint_id
+
+
+# -- a pointer write that landed, its answer lost, and another instance on top --------
+
+
+@contextlib.contextmanager
+def landed_then_overtaken(monkeypatch: pytest.MonkeyPatch, thread_id: str, rival: Callable[[], Awaitable[None]]):
+    """The next write of ``thread_id``'s pointer lands; then another instance commits a turn
+    on top of it; then the writer is told 412 (the SDK retried the landed write and met it).
+    Injected at the raw record write, under the one write helper."""
+    original = BlobRecords.replace
+    hit: list[str] = []
+
+    async def write(self: BlobRecords, name: str, data: dict, etag: str):
+        record = await original(self, name, data, etag)
+        if not hit and self._prefix == "threads/" and name == thread_id:
+            hit.append(name)
+            await rival()
+            raise RecordConflict(name)
+        return record
+
+    with monkeypatch.context() as patch:
+        patch.setattr(BlobRecords, "replace", write)
+        yield hit
+
+
+def other_instance():
+    base = service()
+    container = base.store.container
+    store = BlobCheckpointStorage(container, base.store.codec, base.store.mac, CheckpointCache())
+    return RunService(store, base.spec, ThreadPointers(container, HeadCache()))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_turn_whose_pointer_write_landed_is_applied_even_when_another_commits_on_top(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    """Its checkpoint is now the parent of the head: the turn is applied (never 409 "not
+    applied"), its checkpoint stays, and a keyed retry replays it instead of running it again."""
+    await two_turns(host)
+    rival_ids: list[str] = []
+
+    async def rival() -> None:
+        request = RunRequest(None, TurnInput(messages=[Message(role="user", contents=["rival"])]), False)
+        done = await ThreadRunner(other_instance(), THREAD, ThreadLocks()).run_to_json(request)
+        rival_ids.append(json.loads(done)["checkpoint_id"])
+
+    key = {"Idempotency-Key": f"lost-answer-{stream}"}
+    body = {"messages": "mine", "stream": stream}
+    with landed_then_overtaken(monkeypatch, THREAD, rival) as hit:
+        response = await host.request("POST", f"/api/threads/{THREAD}/runs", json_body=body, headers=key)
+        if stream:
+            events = [e async for e in response.events()]
+            status, mine = response.status, events[-1][1]
+            assert events[-1][0] == "done", events[-1]
+        else:
+            status, mine = response.status, await response.json()
+    assert hit and rival_ids, "the fault must have hit"
+    assert status == 200, mine
+    head = await service().pointers.read(THREAD)
+    assert head.checkpoint_id == rival_ids[0]
+    assert mine["checkpoint_id"] in head.recent
+    assert (await service().store.get_info(rival_ids[0])).previous_checkpoint_id == mine["checkpoint_id"]
+    await service().store.get_info(mine["checkpoint_id"])  # not deleted: it is the head's parent
+    again = await host.request("POST", f"/api/threads/{THREAD}/runs", json_body=body, headers=key)
+    if stream:
+        replayed = [e async for e in again.events()][-1][1]
+    else:
+        replayed = await again.json()
+    assert again.status == 200 and replayed["checkpoint_id"] == mine["checkpoint_id"]
+    assert (await service().pointers.read(THREAD)).turns == head.turns, "the retry ran the turn again"
