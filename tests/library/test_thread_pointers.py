@@ -15,9 +15,11 @@ import pytest
 from agent_framework import Message
 
 from devtools.function_host import FunctionHost
+from devtools.record_faults import lose_answers
 from functions_adapter import maintenance
 from functions_adapter import wiring as composition
 from functions_adapter.settings import Settings
+from resumable.base.errors import StorageUnavailable
 from resumable.checkpoints import cache as checkpoint_cache
 from resumable.checkpoints.blob_store import BlobCheckpointStorage
 from resumable.checkpoints.cache import CheckpointCache, HeadCache
@@ -25,6 +27,7 @@ from resumable.core.resume import TurnInput
 from resumable.core.runs import RunRequest, RunService
 from resumable.core.thread_turns import ThreadRunner
 from resumable.storage.blob_records import BlobRecords, RecordConflict
+from resumable.storage.record_store import RecordStore
 from resumable.threads.pointers import ThreadLocks, ThreadPointers
 
 THREAD = "conv"
@@ -281,3 +284,51 @@ async def test_a_turn_whose_pointer_write_landed_is_applied_even_when_another_co
         replayed = await again.json()
     assert again.status == 200 and replayed["checkpoint_id"] == mine["checkpoint_id"]
     assert (await service().pointers.read(THREAD)).turns == head.turns, "the retry ran the turn again"
+
+
+@pytest.mark.parametrize("error", ["conflict", "unavailable"])
+async def test_a_pointer_write_whose_answer_was_lost_is_applied(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch, error: str
+) -> None:
+    """At the one write helper: the SDK's retry met the landed write, or the answer timed out."""
+    await two_turns(host)
+    with lose_answers(monkeypatch, "threads/", name=THREAD, error=error) as hits:
+        status, body = await turn(host, THREAD, "three")
+    assert hits.writes and status == 200, body
+    head = await service().pointers.read(THREAD)
+    assert (head.checkpoint_id, head.turns) == (body["checkpoint_id"], 3)
+
+
+async def test_when_the_pointer_cannot_be_read_after_a_lost_answer_the_turn_is_not_reported_lost(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outcome unknown: 503, and the checkpoint (which may now be the head) is kept."""
+    await two_turns(host)
+    original_get = BlobRecords.get
+    down: list[bool] = []
+
+    async def get(self: BlobRecords, name: str):
+        if down and self._prefix == "threads/":
+            raise StorageUnavailable("down")
+        return await original_get(self, name)
+
+    with (
+        lose_answers(monkeypatch, "threads/", name=THREAD, error="unavailable") as hits,
+        monkeypatch.context() as patch,
+    ):
+        patch.setattr(BlobRecords, "get", get)
+        lost_write = RecordStore._write
+
+        async def then_down(self, *args):
+            try:
+                return await lost_write(self, *args)
+            finally:
+                down.append(True)
+
+        patch.setattr(RecordStore, "_write", then_down)
+        status, body = await turn(host, THREAD, "three")
+    assert hits.writes
+    assert (status, body["error"]["code"]) == (503, "storage_unavailable")
+    head = await service().pointers.read(THREAD)
+    assert head.turns == 3, "the write landed"
+    await service().store.get_info(head.checkpoint_id)  # and its checkpoint was not deleted
