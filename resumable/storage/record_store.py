@@ -40,6 +40,8 @@ from .blob_records import BlobRecords, RecordConflict, RecordUnreadable
 # even after this many later writes landed on top of it.
 KEPT_WRITES = 8
 DEFAULT_ATTEMPTS = 10
+# Last-Modified and Date have whole seconds: an age read from them is this far off at most.
+CLOCK_RESOLUTION = 1.0
 
 
 class RecordContended(ResumeError):
@@ -250,6 +252,7 @@ def _same(a: Stored[Any] | None, b: Stored[Any] | None) -> bool:
 
 
 __all__ = [
+    "CLOCK_RESOLUTION",
     "DELETE",
     "UNREAD",
     "RecordContended",

@@ -68,6 +68,11 @@ class ThreadHead:
         fields = (p.checkpoint_id, p.turns, p.recent, stored.etag, p.updated_at, p.deleting, p.deletion, p.origin)
         return cls(thread_id, *fields, stored)
 
+    def accepts(self, origin: str | None) -> bool:
+        """A thread with an origin takes turns of that origin only; one without (no pointer,
+        or a legacy pointer written before origins were recorded) takes any."""
+        return self.origin is None or self.origin == origin
+
     @property
     def pointer(self) -> Pointer:
         """The record's value (an empty pointer where there is none)."""
