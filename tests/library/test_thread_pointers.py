@@ -332,3 +332,31 @@ async def test_when_the_pointer_cannot_be_read_after_a_lost_answer_the_turn_is_n
     head = await service().pointers.read(THREAD)
     assert head.turns == 3, "the write landed"
     await service().store.get_info(head.checkpoint_id)  # and its checkpoint was not deleted
+
+
+# -- did a checkpoint commit? (one answer for the commit checks and forks) -----------------
+
+
+async def test_a_lineage_checkpoint_counts_as_committed_whatever_the_writers_clocks(host: FunctionHost) -> None:
+    """One turn came from an instance whose clock ran an hour slow: its checkpoint looks older
+    than the first turn's. The lineage still holds the first turn (past the ten recent ones),
+    and a lost race's leftover beside it is still not committed."""
+    first = (await turn(host, THREAD, "one"))[1]["checkpoint_id"]
+    await turn(host, THREAD, "two")
+    svc = service()
+    head = await svc.pointers.read(THREAD)
+    skewed = await svc.store.load(head.checkpoint_id)
+    skewed.previous_checkpoint_id, skewed.checkpoint_id = head.checkpoint_id, "from-a-slow-clock"
+    skewed.timestamp = "2000-01-01T00:00:00+00:00"
+    await svc.store.save(skewed, thread_id=THREAD)
+    await svc.pointers.advance(head, skewed.checkpoint_id)
+    leftover = await svc.store.load(first)
+    leftover.checkpoint_id = "a-lost-race"  # a child of the first turn that never committed
+    await svc.store.save(leftover, thread_id=THREAD)
+    for i in range(10):
+        assert (await turn(host, THREAD, f"later {i}"))[0] == 200
+    head = await svc.pointers.read(THREAD)
+    assert first not in head.recent and "from-a-slow-clock" not in head.recent
+    assert await svc.is_committed(first, THREAD)
+    assert await svc.is_committed("from-a-slow-clock", THREAD)
+    assert not await svc.is_committed("a-lost-race", THREAD)
