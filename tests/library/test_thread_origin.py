@@ -11,7 +11,7 @@ import json
 import pytest
 from agent_framework import Message
 
-from functions_adapter import wiring
+from functions_adapter import queue_triggers, wiring
 from functions_adapter.settings import Settings
 from resumable.background.schema import RunRecord
 from resumable.base.errors import Forbidden
@@ -106,3 +106,12 @@ def test_a_background_run_record_keeps_the_origin() -> None:
     assert RunRecord.from_json(record.to_json()).origin == "slack:T1"
     older = {key: value for key, value in record.to_json().items() if key != "origin"}
     assert RunRecord.from_json(older).origin is None
+
+
+async def test_a_background_run_executes_with_the_origin_it_was_accepted_with(storage_env: str) -> None:
+    """The queue trigger rebuilds the turn from the record: the origin comes with it."""
+    body = json.dumps({"messages": "hello"}).encode()
+    record = RunRecord("run-1", body, "f", b"{}", 1.0, thread_id="t", origin="slack:T1")
+    rebuilt = queue_triggers.parse_record(Settings.from_env())(record)
+    assert rebuilt.request.origin == "slack:T1"
+    assert isinstance(rebuilt.runner, ThreadRunner)
