@@ -187,23 +187,26 @@ class RecordStore(Generic[T]):
         *,
         current: Stored[T] | _Unread | None = UNREAD,
         attempts: int = DEFAULT_ATTEMPTS,
+        stored: bool = False,
     ) -> Stored[T] | None:
         """Apply ``change`` by compare-and-swap; the record as it is afterwards.
 
         ``current``: the record as this caller last read or wrote it (saves a read; a stale
         one costs a conflict and a re-read). ``UNREAD`` (the default) reads first.
+        ``stored``: ``change`` gets the record as read (``Stored``: its age on the service's
+        clock, for a decision that depends on how long ago the record last changed).
         Returns None when the record is absent afterwards (deleted, or never created).
         """
         with self._mapped(name):
-            return await self._update(name, change, current, attempts)
+            return await self._update(name, change, current, attempts, stored)
 
     async def _update(
-        self, name: str, change: Change, current: Stored[T] | _Unread | None, attempts: int
+        self, name: str, change: Change, current: Stored[T] | _Unread | None, attempts: int, stored: bool
     ) -> Stored[T] | None:
         seen = await self._get(name) if isinstance(current, _Unread) else current
         for _ in range(attempts):
             try:
-                new = change(None if seen is None else seen.value)
+                new = change(seen if stored or seen is None else seen.value)
             except Refused as refused:
                 refused.stored = seen
                 raise
