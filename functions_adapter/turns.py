@@ -32,15 +32,17 @@ def build_turn(
     thread_id: str | None,
     accept: str | None = None,
     background_run_id: str | None = None,
+    origin: str | None = None,
 ) -> Turn:
     """Parse ``body`` (``InvalidRequest`` if it is not a valid turn) and pick its runner.
 
     ``background_run_id``: the turn is a background run's execution. It streams its events
     into the run's log; a thread turn waits its turn (``enqueue``) instead of failing on a
     busy thread, and a run without a thread saves under its run ID, so two attempts
-    cannot both save.
+    cannot both save. ``origin``: who sends the turn (a thread refuses another origin's).
     """
     request = parse_run_request(body, accept=accept, limits=settings.limits, thread=thread_id is not None)
+    request = dataclasses.replace(request, origin=origin)
     if background_run_id is not None:
         request = dataclasses.replace(
             request,
