@@ -96,7 +96,9 @@ async def test_a_legacy_pointer_without_origin_accepts_any_origin_and_gains_none
 async def test_the_deletion_mark_keeps_the_origin_and_a_deleted_thread_starts_afresh(services) -> None:
     mine, other = services
     await turn(mine, "gone", "one", "principal:alice")
-    assert (await delete_thread(other.store.container, other.pointers, "gone", deadline_seconds=30)).finished
+    assert (
+        await delete_thread(other.store.container, other.pointers, "gone", store=other.store, deadline_seconds=30)
+    ).finished
     await turn(other, "gone", "new owner", "principal:bob")
     assert (await mine.pointers.read("gone")).origin == "principal:bob"
 
