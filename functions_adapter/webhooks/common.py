@@ -7,9 +7,8 @@ import hmac
 import json
 import logging
 import os
-import re
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from fastapi import Request, Response
 from opentelemetry import propagate
@@ -22,14 +21,16 @@ from ..settings import Settings
 from ..wiring import load_settings
 
 logger = logging.getLogger(__name__)
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 # What App Service leaves in a setting when it cannot read the Key Vault secret behind it.
 _KEY_VAULT_REFERENCE = "@Microsoft.KeyVault("
 
 
-def thread_id(*parts: object) -> str:
-    """Thread IDs are letters, digits, '-' and '_' here (dots and slashes become '-')."""
-    return "-".join(_UNSAFE.sub("-", str(part)).strip("-") for part in parts)[:128]
+class Delivery(NamedTuple):
+    """What a sender's delivery asks for: a turn on ``thread`` with ``text``, by ``origin``."""
+
+    thread: str
+    text: str
+    origin: str
 
 
 def secrets(setting: str) -> list[str]:

@@ -23,20 +23,29 @@ from azurefunctions.extensions.http.fastapi import Request, Response
 from resumable.base.errors import InvalidRequest
 
 from ..request_trace import traced
-from .common import parsed, start_turn, thread_id, verified_body
+from ..thread_names import derived_thread_id
+from .common import Delivery, parsed, start_turn, verified_body
 
 bp = func.Blueprint()
 
 
-def github_turn(event: dict[str, Any]) -> tuple[str, str] | None:
-    """A new issue comment as (thread ID, message), or None for anything else."""
+def github_turn(event: dict[str, Any]) -> Delivery | None:
+    """A new issue comment as a turn on its issue's thread, or None for anything else.
+
+    The thread is ``github.<owner>.<repo>.<issue>`` (``thread_names``: injective, so
+    ``a-b/c#1`` and ``a/b-c#1`` are two threads); the origin is the repository's ID.
+    """
     if event.get("action") != "created" or "comment" not in event or "issue" not in event:
         return None
     try:
-        repository = event["repository"]["full_name"]
-        return thread_id("github", repository, event["issue"]["number"]), str(event["comment"]["body"])
+        repository, number = event["repository"], event["issue"]["number"]
+        owner, slash, name = str(repository["full_name"]).partition("/")
+        repository_id, text = repository["id"], str(event["comment"]["body"])
     except (KeyError, TypeError):
         raise InvalidRequest("An issue_comment delivery needs repository, issue and comment.") from None
+    if not slash or type(number) is not int or type(repository_id) is not int:
+        raise InvalidRequest("An issue_comment delivery needs repository.full_name, repository.id and issue.number.")
+    return Delivery(derived_thread_id("github", owner, name, number), text, f"github:{repository_id}")
 
 
 async def _deliver(req: Request) -> Response:
@@ -50,7 +59,7 @@ async def _deliver(req: Request) -> Response:
     if not delivery:  # the only thing a replay is recognised by
         raise InvalidRequest("A GitHub delivery must carry X-GitHub-Delivery.")
     # 202 at once (the turn runs from the queue), well inside GitHub's 10 s.
-    return await start_turn(*turn, key=delivery)
+    return await start_turn(turn.thread, turn.text, key=delivery)
 
 
 @bp.route(route="adapters/github", methods=["POST"], auth_level=func.AuthLevel.ANONYMOUS)

@@ -28,23 +28,34 @@ from resumable.base.errors import InvalidRequest
 
 from ..request_trace import traced
 from ..responses import json_response
-from .common import parsed, secrets, start_turn, thread_id, verified_body
+from ..thread_names import derived_thread_id, escape, parts_of
+from .common import Delivery, parsed, secrets, start_turn, verified_body
 
 bp = func.Blueprint()
 
 
-def slack_turn(envelope: dict[str, Any]) -> tuple[str, str] | None:
-    """A user's message or mention as (thread ID, message); bots (ourselves too) are ignored."""
+def slack_turn(envelope: dict[str, Any]) -> Delivery | None:
+    """A user's message or mention as a turn on ``slack.<team>.<channel>.<thread ts>``
+    (``thread_names``: injective), from ``slack:<team>:<channel>``; bots (ourselves too)
+    are ignored."""
     event = envelope.get("event") or {}
     if not isinstance(event, dict):
         return None
     if event.get("type") not in ("message", "app_mention") or event.get("bot_id") or event.get("subtype"):
         return None
     try:
-        thread = event.get("thread_ts") or event["ts"]
-        return thread_id("slack", envelope["team_id"], event["channel"], thread), str(event.get("text", ""))
+        team, channel, ts = envelope["team_id"], event["channel"], event.get("thread_ts") or event["ts"]
     except KeyError:
         raise InvalidRequest("A Slack message event needs team_id, channel and ts.") from None
+    if not all(isinstance(value, str) for value in (team, channel, ts)):
+        raise InvalidRequest("A Slack message event's team_id, channel and ts must be strings.")
+    text = str(event.get("text", ""))
+    return Delivery(derived_thread_id("slack", team, channel, ts), text, origin(team, channel))
+
+
+def origin(team: str, channel: str) -> str:
+    """Who a Slack turn is from: the channel (its workspace's), the only place its reply goes."""
+    return f"slack:{escape(team)}:{escape(channel)}"
 
 
 async def _event(req: Request) -> Response:
@@ -58,7 +69,7 @@ async def _event(req: Request) -> Response:
     event_id = str(envelope.get("event_id") or "")
     if not event_id:
         raise InvalidRequest("A Slack event must carry its event_id.")
-    started = await start_turn(*turn, key=event_id)
+    started = await start_turn(turn.thread, turn.text, key=event_id)
     # Slack only needs a 200 within 3 s; the answer comes through the callback.
     return Response(status_code=200) if started.status_code == 202 else started
 
@@ -72,14 +83,15 @@ async def slack_events(req: Request) -> Response:
 async def _answer(req: Request) -> Response:
     body = await verified_body(req, "CALLBACK_SECRET", "standard")
     payload = parsed(body)
-    # slack-<team>-<channel>-<seconds>-<fraction>: the thread ts's dot became a dash.
-    parts = str(payload.get("thread_id") or "").split("-")
-    if len(parts) < 5 or parts[0] != "slack":
+    thread = payload.get("thread_id")
+    parts = parts_of(thread, "slack") if isinstance(thread, str) else None
+    if parts is None or len(parts) != 3:
         # Another adapter's turn (ADAPTER_ANSWER_URL serves both): 410 stops its retries.
         return _error(410, "not_a_slack_thread", "This route answers turns that Slack started.")
+    _team, channel, thread_ts = parts
     token = secrets("SLACK_BOT_TOKEN")[0]
     reply = "Sorry, that failed." if payload.get("status") != "succeeded" else _reply_text(payload.get("result"))
-    message = {"channel": parts[2], "thread_ts": ".".join(parts[3:]), "text": reply}
+    message = {"channel": channel, "thread_ts": thread_ts, "text": reply}
     api = os.environ.get("SLACK_API_URL", "").strip().rstrip("/") or "https://slack.com/api"
     try:
         async with (

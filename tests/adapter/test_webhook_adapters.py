@@ -115,7 +115,7 @@ def _comment(number: int = 1347, text: str = "Can you summarise this issue?") ->
         "action": "created",
         "issue": {"number": number},
         "comment": {"body": text},
-        "repository": {"full_name": "octo-org/hello.world"},
+        "repository": {"full_name": "octo-org/hello.world", "id": 1296269},
     }
     return json.dumps(event).encode()
 
@@ -133,7 +133,7 @@ async def test_a_github_issue_comment_becomes_a_background_turn_with_a_callback(
         # GitHub's 10 s are met by answering before the turn runs: it is only queued.
         assert first.status == 202 and elapsed < 10
         accepted = await first.json()
-        assert accepted["status"] == "queued" and accepted["thread_id"] == "github-octo-org-hello-world-1347"
+        assert accepted["status"] == "queued" and accepted["thread_id"] == "github.octo-org.hello_2eworld.1347"
         status = await adapters.request("GET", f"/api/runs/{accepted['run_id']}")
         assert (await status.json())["status"] == "queued"
         retry = await adapters.request("POST", "/api/adapters/github", body=body, headers=_github(body, "d-1"))
@@ -146,7 +146,7 @@ async def test_a_github_issue_comment_becomes_a_background_turn_with_a_callback(
         [delivery] = receiver.deliveries
         payload = delivery.json()
         assert delivery.verified and payload["status"] == "succeeded"
-        assert payload["thread_id"] == "github-octo-org-hello-world-1347"
+        assert payload["thread_id"] == "github.octo-org.hello_2eworld.1347"
         assert "summarise this issue" in payload["result"]["messages"][0]["content"]
     finally:
         await receiver.stop()
@@ -201,7 +201,7 @@ MENTION = {
     "team_id": "T0001",
     "event": {"type": "app_mention", "channel": "C2147483705", "ts": "1355517523.000005", "text": "status?"},
 }
-SLACK_THREAD = "slack-T0001-C2147483705-1355517523-000005"
+SLACK_THREAD = "slack.T0001.C2147483705.1355517523_2e000005"
 
 
 async def test_slack_events_answer_within_the_deadline_and_replies_go_to_the_thread(adapters: FunctionHost) -> None:
@@ -314,7 +314,9 @@ async def test_a_reply_slack_refused_is_not_reported_delivered(
 
 
 @pytest.mark.parametrize(
-    "thread", ["github-octo-org-hello-world-1347", "", "slack-T0001"], ids=["github", "none", "short"]
+    "thread",
+    ["github.octo-org.hello_2eworld.1347", "", "slack.T0001", "slack-T0001-C2147483705-1355517523-000005"],
+    ids=["github", "none", "short", "old-name"],
 )
 async def test_an_answer_for_a_thread_slack_did_not_start_is_not_posted(
     adapters: FunctionHost, slack_api: WebhookReceiver, thread: str
@@ -369,7 +371,7 @@ async def test_adapters_work_when_the_app_s_own_routes_require_signatures(
     again = await adapters.request("POST", "/api/adapters/github", body=body, headers=_github(body, f"s-{scheme}"))
     assert await again.body() == await first.body()  # still keyed by the delivery ID
     await QueueRunner(adapters).run_until_idle()
-    thread = await (await adapters.request("GET", "/api/threads/github-octo-org-hello-world-99")).json()
+    thread = await (await adapters.request("GET", "/api/threads/github.octo-org.hello_2eworld.99")).json()
     assert thread["turns"] == 1
     # A direct, unsigned call is still refused.
     direct = await adapters.request("POST", "/api/threads/t1/runs", json_body={"messages": "hi"})
