@@ -1,8 +1,9 @@
 """``POST /api/adapters/github``: an issue comment becomes a background turn on its issue's thread.
 
 Registered when ``GITHUB_WEBHOOK_SECRET`` is set. A new comment (``issue_comment``, action
-``created``) becomes a turn on ``github-<owner>-<repo>-<issue number>``, keyed by
-``X-GitHub-Delivery`` (refused without one); every other event, ``ping`` included, is 204.
+``created``) by a person becomes a turn on ``github.<owner>.<repo>.<issue number>``, keyed
+by ``X-GitHub-Delivery`` (refused without one); a comment by a bot or through a GitHub App,
+and every other event, ``ping`` included, is 204.
 GitHub signs the body only: no timestamp, and not that header. A captured delivery
 therefore verifies forever; sent again as it was, within the dedupe window, it replays the
 first 202, but with a new delivery ID it is a new turn. The signature (over the body) and
@@ -37,6 +38,8 @@ def github_turn(event: dict[str, Any]) -> Delivery | None:
     """
     if event.get("action") != "created" or "comment" not in event or "issue" not in event:
         return None
+    if _by_a_bot(event):
+        return None
     try:
         repository, number = event["repository"], event["issue"]["number"]
         owner, slash, name = str(repository["full_name"]).partition("/")
@@ -46,6 +49,19 @@ def github_turn(event: dict[str, Any]) -> Delivery | None:
     if not slash or type(number) is not int or type(repository_id) is not int:
         raise InvalidRequest("An issue_comment delivery needs repository.full_name, repository.id and issue.number.")
     return Delivery(derived_thread_id("github", owner, name, number), text, f"github:{repository_id}")
+
+
+def _by_a_bot(event: dict[str, Any]) -> bool:
+    """A comment by a bot account or made through a GitHub App: never a turn. A receiver that
+    replies as a GitHub App (as documented) would otherwise answer its own replies forever."""
+    comment, sender = event.get("comment"), event.get("sender")
+    comment = comment if isinstance(comment, dict) else {}
+    user = comment.get("user") if isinstance(comment.get("user"), dict) else {}
+    return (
+        comment.get("performed_via_github_app") is not None
+        or user.get("type") == "Bot"
+        or (isinstance(sender, dict) and sender.get("type") == "Bot")
+    )
 
 
 async def _deliver(req: Request) -> Response:

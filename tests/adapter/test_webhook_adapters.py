@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import azure.functions as func
 import pytest
@@ -114,7 +115,7 @@ def _comment(number: int = 1347, text: str = "Can you summarise this issue?") ->
     event = {
         "action": "created",
         "issue": {"number": number},
-        "comment": {"body": text},
+        "comment": {"body": text, "user": {"login": "octocat", "type": "User"}},
         "repository": {"full_name": "octo-org/hello.world", "id": 1296269},
     }
     return json.dumps(event).encode()
@@ -182,6 +183,27 @@ async def test_github_pings_and_other_events_start_nothing(adapters: FunctionHos
     assert (
         await adapters.request("POST", "/api/adapters/github", body=edited, headers=_github(edited, "e"))
     ).status == 204
+    assert await QueueRunner(adapters).run_until_idle() == 0
+
+
+@pytest.mark.parametrize(
+    "author",
+    [
+        {"comment": {"user": {"login": "answer-bot[bot]", "type": "Bot"}}},
+        {"comment": {"user": {"login": "octocat", "type": "User"}, "performed_via_github_app": {"id": 1, "slug": "a"}}},
+        {"sender": {"login": "answer-bot[bot]", "type": "Bot"}},
+    ],
+    ids=["bot-user", "via-github-app", "bot-sender"],
+)
+async def test_comments_by_bots_and_github_apps_start_nothing(adapters: FunctionHost, author: dict[str, Any]) -> None:
+    # A receiver that replies as a GitHub App (the documented way) would otherwise have its
+    # own reply start the next turn, and so on forever.
+    event = json.loads(_comment())
+    for field, value in author.items():
+        event[field] = {**event.get(field, {}), **value}
+    body = json.dumps(event).encode()
+    answered = await adapters.request("POST", "/api/adapters/github", body=body, headers=_github(body, "bot-1"))
+    assert answered.status == 204
     assert await QueueRunner(adapters).run_until_idle() == 0
 
 
