@@ -4,11 +4,11 @@ Registered when ``SLACK_SIGNING_SECRET`` is set.
 
 * ``POST /api/adapters/slack/events``: answers Slack's URL check, then turns a user's
   ``app_mention`` or ``message`` into a background turn on
-  ``slack-<team>-<channel>-<thread ts>``, keyed by its ``event_id`` (Slack's retries carry
+  ``slack.<team>.<channel>.<thread ts>``, keyed by its ``event_id`` (Slack's retries carry
   the same one, with ``X-Slack-Retry-Num``), and answers 200 at once, inside Slack's 3 s.
 * ``POST /api/adapters/slack/answer``: the completion callback (signed with
   ``CALLBACK_SECRET``); it posts the reply into the Slack thread with ``chat.postMessage``
-  as the bot (``SLACK_BOT_TOKEN``).
+  as the bot (``SLACK_BOT_TOKEN``), once per callback (``slack_answer``).
 
 Both routes are anonymous (no function key): Slack's signature and the callback's are
 their authentication, checked before the body is parsed or storage is touched.
@@ -17,19 +17,17 @@ their authentication, checked before the body is parsed or storage is touched.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
-import aiohttp
 import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response
 
 from resumable.base.errors import InvalidRequest
 
 from ..request_trace import traced
-from ..responses import json_response
-from ..thread_names import derived_thread_id, escape, parts_of
-from .common import Delivery, parsed, secrets, start_turn, verified_body
+from ..thread_names import derived_thread_id, escape
+from . import slack_answer as slack_answer_route
+from .common import Delivery, parsed, start_turn, verified_body
 
 bp = func.Blueprint()
 
@@ -80,47 +78,7 @@ async def slack_events(req: Request) -> Response:
     return await traced(req, "adapters/slack/events", lambda: _event(req))
 
 
-async def _answer(req: Request) -> Response:
-    body = await verified_body(req, "CALLBACK_SECRET", "standard")
-    payload = parsed(body)
-    thread = payload.get("thread_id")
-    parts = parts_of(thread, "slack") if isinstance(thread, str) else None
-    if parts is None or len(parts) != 3:
-        # Another adapter's turn (ADAPTER_ANSWER_URL serves both): 410 stops its retries.
-        return _error(410, "not_a_slack_thread", "This route answers turns that Slack started.")
-    _team, channel, thread_ts = parts
-    token = secrets("SLACK_BOT_TOKEN")[0]
-    reply = "Sorry, that failed." if payload.get("status") != "succeeded" else _reply_text(payload.get("result"))
-    message = {"channel": channel, "thread_ts": thread_ts, "text": reply}
-    api = os.environ.get("SLACK_API_URL", "").strip().rstrip("/") or "https://slack.com/api"
-    try:
-        async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=8)) as session,
-            session.post(
-                f"{api}/chat.postMessage", json=message, headers={"authorization": f"Bearer {token}"}
-            ) as posted,
-        ):
-            answer = await posted.json(content_type=None) if posted.status < 300 else None
-    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-        return _error(502, "slack_unreachable", f"Slack's API did not answer: {type(exc).__name__}.")
-    # Slack answers 200 with "ok": false when it did not post; anything but a 2xx here
-    # has the callback retried (and shows in GET /api/runs/{id}).
-    if not isinstance(answer, dict) or answer.get("ok") is not True:
-        refused = answer.get("error") if isinstance(answer, dict) else f"HTTP {posted.status}"
-        return _error(502, "slack_refused", f"Slack did not post the reply: {refused}.")
-    return Response(status_code=200)
-
-
-def _error(status: int, code: str, message: str) -> Response:
-    return json_response({"error": {"code": code, "message": message}}, status)
-
-
 @bp.route(route="adapters/slack/answer", methods=["POST"], auth_level=func.AuthLevel.ANONYMOUS)
 async def slack_answer(req: Request) -> Response:
     """The completion callback: post the agent's reply into the Slack thread it came from."""
-    return await traced(req, "adapters/slack/answer", lambda: _answer(req))
-
-
-def _reply_text(result: dict[str, Any] | None) -> str:
-    messages = (result or {}).get("messages") or []
-    return "\n".join(m["content"] for m in messages) or "(no reply)"
+    return await traced(req, "adapters/slack/answer", lambda: slack_answer_route.answer(req))

@@ -298,6 +298,36 @@ async def test_the_answer_route_posts_the_reply_into_the_slack_thread(
         await slack_api.stop()
 
 
+async def test_a_redelivered_answer_is_posted_once(adapters: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The callback's webhook-id is the same on every attempt; a redelivery (our answer was
+    # lost, the sender retried) must replay, not post the reply into the channel again.
+    slack_api = WebhookReceiver(CALLBACK_SECRET, reply={"ok": True, "ts": "1355517524.000001"})
+    await slack_api.start()
+    monkeypatch.setenv("SLACK_API_URL", slack_api.url.rsplit("/hooks", 1)[0])
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
+    try:
+        body, headers = _answer()
+        first = await adapters.request("POST", "/api/adapters/slack/answer", body=body, headers=headers)
+        again = await adapters.request(
+            "POST", "/api/adapters/slack/answer", body=body, headers=signed_headers(CALLBACK_SECRET, "msg_r2", body)
+        )
+        assert (first.status, again.status) == (200, 200)
+        assert len(slack_api.deliveries) == 1
+    finally:
+        await slack_api.stop()
+
+
+async def test_an_answer_slack_refused_is_posted_again_on_redelivery(
+    adapters: FunctionHost, slack_api: WebhookReceiver
+) -> None:
+    # The dedupe remembers only posts that happened: a 502 leaves the webhook-id free.
+    body, headers = _answer()
+    for _ in range(2):
+        answered = await adapters.request("POST", "/api/adapters/slack/answer", body=body, headers=headers)
+        assert answered.status == 502
+    assert len(slack_api.deliveries) == 2
+
+
 def _answer(thread: str = SLACK_THREAD) -> tuple[bytes, dict[str, str]]:
     payload = {
         "type": "run.completed",
