@@ -31,12 +31,30 @@ def easy_auth_enabled(env: Mapping[str, str] | None = None) -> bool:
 
 
 def trusted_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """The request's headers, lower-cased, without principal headers Easy Auth did not set."""
+    """The request's headers, lower-cased, without principal headers Easy Auth did not set.
+
+    Principal headers (Easy Auth's, and a gateway's ``THREAD_PRINCIPAL_HEADER``) carry a
+    name as UTF-8 bytes, which ASGI hands over as Latin-1 characters: they are read back as
+    UTF-8 here, so ``Zoë 李`` is seen as sent.
+    """
     lowered = {k.lower(): v for k, v in headers.items()}
     if not easy_auth_enabled():
         for name in PRINCIPAL_HEADERS:
             lowered.pop(name, None)
+    gateway = os.environ.get("THREAD_PRINCIPAL_HEADER", "").strip().lower()
+    for name in (*PRINCIPAL_HEADERS, gateway):
+        if name in lowered:
+            lowered[name] = _utf8(lowered[name])
     return lowered
+
+
+def _utf8(value: str) -> str:
+    """``value``'s Latin-1 characters read back as the UTF-8 bytes they were; as it is if
+    they were no UTF-8."""
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return value
 
 
 @lru_cache(maxsize=8)

@@ -343,6 +343,37 @@ async def test_easy_auth_principals_are_trusted_only_when_easy_auth_is_on(
 SEEN: list[dict[str, Any]] = []
 
 
+def _wire(text: str) -> str:
+    """``text`` as a header value arrives from the wire: its UTF-8 bytes, which ASGI hands
+    over as Latin-1 characters."""
+    return text.encode("utf-8").decode("latin-1")
+
+
+async def test_a_non_ascii_principal_reaches_the_authorizer_as_sent(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("THREAD_AUTHORIZER", "functions_adapter.authorizers:thread_prefix_of_principal")
+    monkeypatch.setenv("THREAD_PRINCIPAL_HEADER", "x-caller")
+    mine = thread_prefix("Zo\u00eb \u674e") + "1"
+    assert mine == "Zo_c3_ab_20_e6_9d_8e.1"
+    headers = {"x-caller": _wire("Zo\u00eb \u674e")}
+    response = await host.request("POST", f"/api/threads/{mine}/runs", json_body={"messages": "hi"}, headers=headers)
+    assert response.status == 200, await response.body()
+    monkeypatch.delenv("THREAD_PRINCIPAL_HEADER")
+    monkeypatch.setenv("WEBSITE_AUTH_ENABLED", "True")
+    monkeypatch.setenv("THREAD_AUTHORIZER", "tests.adapter.test_thread_management:record_headers")
+    SEEN.clear()
+    name = {"X-MS-CLIENT-PRINCIPAL-NAME": _wire("Zo\u00eb \u674e"), "X-MS-CLIENT-PRINCIPAL-ID": "0f3c"}
+    await host.request("GET", "/api/threads/t-1", headers=name)
+    assert SEEN[0]["headers"]["x-ms-client-principal-name"] == "Zo\u00eb \u674e"
+
+
+def record_headers(*, route: str, thread_id: str, headers: Mapping[str, str], metadata: Mapping[str, str]) -> bool:
+    """A custom authorizer for the test: records the headers it was shown."""
+    SEEN.append({"headers": dict(headers)})
+    return True
+
+
 def support_only(*, route: str, thread_id: str, headers: Mapping[str, str], metadata: Mapping[str, str]) -> bool:
     """A custom authorizer for the test: only threads tagged channel=support."""
     SEEN.append({"route": route, "thread_id": thread_id, "metadata": dict(metadata)})
