@@ -146,6 +146,9 @@ class RunRecord:
     callback_url: str | None = None
     # The last attempt's events that its log did not get (see ``run_events``).
     tail: tuple[LoggedEvent, ...] = ()
+    # The accepted request's origin (``RunRequest.origin``): the run's turn carries it, so a
+    # thread refuses a run of another origin as it refuses a synchronous turn.
+    origin: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -203,6 +206,7 @@ class RunRecord:
             "trace": dict(self.trace),
             "callback_url": self.callback_url,
             "tail": [event.to_json() for event in self.tail],
+            "origin": self.origin,
         }
 
     @classmethod
@@ -240,4 +244,5 @@ class RunRecord:
             trace={_text(k): _text(v) for k, v in trace.items()},
             callback_url=_text(callback_url, optional=True),
             tail=tuple(LoggedEvent.from_json(item) for item in tail),
+            origin=_text(data.get("origin"), optional=True),
         )

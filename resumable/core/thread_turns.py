@@ -25,6 +25,7 @@ from typing import Any
 from ..base.errors import (
     CheckpointNotFound,
     CheckpointNotInThread,
+    Forbidden,
     ResumeError,
     ThreadBusy,
     ThreadExpired,
@@ -54,6 +55,17 @@ def _backoff(attempt: int) -> float:
     return random.uniform(0, min(_MAX_DELAY, _BASE_DELAY * 2**attempt))  # noqa: S311 - not cryptographic
 
 
+def _origin_matches(head: ThreadHead, request: RunRequest) -> bool:
+    """A thread with an origin takes turns of that origin only; one without (no pointer,
+    or a legacy pointer written before origins were recorded) takes any."""
+    return head.origin is None or head.origin == request.origin
+
+
+def _check_origin(head: ThreadHead, request: RunRequest) -> None:
+    if not _origin_matches(head, request):
+        raise Forbidden("This thread belongs to another origin; nothing was run.")
+
+
 @dataclass(frozen=True, slots=True)
 class _TurnCommit:
     """Commits a saved checkpoint as the thread's new head, by compare-and-swap.
@@ -66,6 +78,8 @@ class _TurnCommit:
     head: ThreadHead
     # The checkpoint the turn resumed from (a fork's ``from_checkpoint_id``, else the head).
     start: str | None
+    # The turn's origin: recorded if this turn creates the thread.
+    origin: str | None = None
 
     @property
     def thread_id(self) -> str:
@@ -84,7 +98,7 @@ class _TurnCommit:
 
     async def after_save(self, checkpoint_id: str) -> None:
         try:
-            await self.service.pointers.advance(self.head, checkpoint_id)
+            await self.service.pointers.advance(self.head, checkpoint_id, origin=self.origin)
         except (ThreadBusy, ThreadUnreadable):  # the pointer is not ours: nothing was committed
             try:
                 await self.service.store.delete(checkpoint_id)
@@ -125,6 +139,7 @@ class ThreadRunner:
         """The thread's head as read now, and the request aimed at its checkpoint (or, for a
         fork, at ``from_checkpoint_id``, which must be in the thread's lineage)."""
         head = await self.service.pointers.read(self.thread_id)
+        _check_origin(head, request)
         if head.deleting:
             raise ThreadBusy("This thread is being deleted; nothing was run.")
         start = head.checkpoint_id
@@ -202,7 +217,9 @@ class ThreadRunner:
                     head, turn = await self._at_head(request)
                     async with self._expired_if_gone(head):
                         return await self.service.run_to_json(
-                            turn, head=_TurnCommit(self.service, head, turn.checkpoint_id), before_commit=before_commit
+                            turn,
+                            head=_TurnCommit(self.service, head, turn.checkpoint_id, request.origin),
+                            before_commit=before_commit,
                         )
             except ThreadHeld:
                 raise
@@ -225,9 +242,11 @@ class ThreadRunner:
         head = self.service.pointers.cached(self.thread_id)
         if head is None or request.fork_from is not None or head.deleting or head.checkpoint_id is None:
             return None
+        if not _origin_matches(head, request):
+            return None  # refused on the pointer as read now, not on a cached one
         started = time.time()
         turn = dataclasses.replace(request, checkpoint_id=head.checkpoint_id)
-        commit = _TurnCommit(self.service, head, head.checkpoint_id)
+        commit = _TurnCommit(self.service, head, head.checkpoint_id, request.origin)
         try:
             return await self.service.run_to_json(turn, head=commit, before_commit=before_commit)
         except CheckpointNotFound:
@@ -263,7 +282,9 @@ class ThreadRunner:
             head, turn = await self._at_head(request)
             async with self._expired_if_gone(head):
                 events = await self.service.open_stream(
-                    turn, head=_TurnCommit(self.service, head, turn.checkpoint_id), before_commit=before_commit
+                    turn,
+                    head=_TurnCommit(self.service, head, turn.checkpoint_id, request.origin),
+                    before_commit=before_commit,
                 )
             if cleanup is not None:
                 cleanup.push_async_exit(local.pop_all())

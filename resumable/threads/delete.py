@@ -91,7 +91,9 @@ async def _tombstone(container: ContainerClient, pointers: ThreadPointers, head:
         if head.deleting:
             return head
         progress = DeleteProgress(found=has_metadata or head.etag is not None)
-        marked = ThreadHead(head.thread_id, None, 0, (), head.etag, time.time(), deleting=True, deletion=progress)
+        marked = ThreadHead(
+            head.thread_id, None, 0, (), head.etag, time.time(), deleting=True, deletion=progress, origin=head.origin
+        )
         fenced = await pointers.fence(marked)
         if fenced is not None:
             return fenced

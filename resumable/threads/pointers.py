@@ -46,6 +46,7 @@ logger = logging.getLogger(__name__)
 
 PREFIX = layout.THREADS
 LINEAGE_KEPT = 10
+MAX_ORIGIN_CHARS = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,10 @@ class ThreadHead:
     # ends, and ``deletion`` says where a repeat call goes on.
     deleting: bool = False
     deletion: DeleteProgress | None = None
+    # Who made the thread (the adapter's string: ``api``, ``principal:<id>``, ...): set when
+    # the pointer is created, kept by every later write. None: a pointer from before origins
+    # (legacy), which accepts every origin.
+    origin: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,6 +79,8 @@ class ThreadHead:
     def record(self) -> dict[str, Any]:
         """What the pointer blob holds."""
         data = {**self.to_json(), "updated_at": self.updated_at if self.updated_at is not None else time.time()}
+        if self.origin is not None:
+            data["origin"] = self.origin
         if not self.deleting:
             return data
         return {**data, "deleting": True, "deletion": (self.deletion or DeleteProgress(found=True)).to_json()}
@@ -100,6 +107,11 @@ def _is_id(value: object) -> bool:
     return True
 
 
+def valid_origin(value: object) -> bool:
+    """An origin as an adapter writes it: 1-512 printable characters."""
+    return isinstance(value, str) and 0 < len(value) <= MAX_ORIGIN_CHARS and value.isprintable()
+
+
 def parse_pointer(thread_id: str, data: object, etag: str) -> ThreadHead:
     """Validate a pointer record as strictly as a checkpoint; ``ThreadUnreadable`` otherwise."""
     if not isinstance(data, Mapping):
@@ -118,6 +130,9 @@ def parse_pointer(thread_id: str, data: object, etag: str) -> ThreadHead:
         raise _unreadable(thread_id, "recent_checkpoint_ids is not a list of checkpoint IDs")
     if updated_at is not None and (type(updated_at) not in (int, float)):
         raise _unreadable(thread_id, "updated_at is not a number")
+    origin = data.get("origin")
+    if origin is not None and not valid_origin(origin):
+        raise _unreadable(thread_id, "origin is not an origin string")
     deleting = data.get("deleting", False)
     if type(deleting) is not bool:
         raise _unreadable(thread_id, "deleting is not true or false")
@@ -131,7 +146,7 @@ def parse_pointer(thread_id: str, data: object, etag: str) -> ThreadHead:
             raise _unreadable(thread_id, str(exc)) from None
     elif deleting:  # a tombstone from before progress was kept: the delete starts over
         deletion = DeleteProgress(found=True)
-    return ThreadHead(thread_id, checkpoint_id, turns, tuple(recent), etag, updated_at, deleting, deletion)
+    return ThreadHead(thread_id, checkpoint_id, turns, tuple(recent), etag, updated_at, deleting, deletion, origin)
 
 
 class ThreadPointers:
@@ -162,10 +177,14 @@ class ThreadPointers:
             return self._seen(ThreadHead(thread_id, None, 0, (), None))
         return self._seen(parse_pointer(thread_id, record.data, record.etag))
 
-    async def advance(self, head: ThreadHead, checkpoint_id: str) -> ThreadHead:
-        """Point the thread at ``checkpoint_id`` iff it still points where ``head`` says."""
+    async def advance(self, head: ThreadHead, checkpoint_id: str, *, origin: str | None = None) -> ThreadHead:
+        """Point the thread at ``checkpoint_id`` iff it still points where ``head`` says.
+
+        ``origin`` is recorded only where the thread has none yet and no turns (its first
+        turn); a pointer's origin is never changed afterwards."""
         recent = (checkpoint_id, *head.recent)[:LINEAGE_KEPT]
-        moved = ThreadHead(head.thread_id, checkpoint_id, head.turns + 1, recent, head.etag, time.time())
+        owner = head.origin if head.origin is not None or head.turns else origin
+        moved = ThreadHead(head.thread_id, checkpoint_id, head.turns + 1, recent, head.etag, time.time(), origin=owner)
         try:
             with tracing.phase("thread.advance", {"thread.id": head.thread_id, "checkpoint.id": checkpoint_id}):
                 etag = await self._write(head, moved.record())

@@ -195,7 +195,7 @@ async def test_an_instance_killed_between_save_and_pointer_swap_leaves_no_head_a
     _, first = await post(host, "/api/threads/killed/runs", {"messages": "one"})
     original = ThreadPointers.advance
 
-    async def die(self, head, checkpoint_id):
+    async def die(self, head, checkpoint_id, **_):
         raise Killed()
 
     monkeypatch.setattr(ThreadPointers, "advance", die)
