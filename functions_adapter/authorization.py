@@ -18,12 +18,21 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from resumable.base.errors import Forbidden
+from starlette.requests import HTTPConnection
 
+from resumable.base.errors import Forbidden
+from resumable.threads.pointers import ThreadHead
+
+from .authorizers import principal_of
 from .settings import SettingsError
+from .thread_names import origin_for
 
 logger = logging.getLogger(__name__)
 PRINCIPAL_HEADERS = ("x-ms-client-principal", "x-ms-client-principal-id", "x-ms-client-principal-name")
+# Set in the ASGI scope by an adapter's in-process turn (``webhooks.common.start_turn``): a
+# client can send headers, never scope keys, so only the app's own code names this origin.
+ADAPTER_ORIGIN = "resumable.adapter_origin"
+API_ORIGIN = "api"
 
 
 def easy_auth_enabled(env: Mapping[str, str] | None = None) -> bool:
@@ -80,4 +89,26 @@ async def authorize(
         verdict = await verdict
     if verdict is not True:
         logger.info("Thread authorizer refused %s on thread %s", route, thread_id)
+        raise Forbidden("You may not use this thread.")
+
+
+def origin_of(request: HTTPConnection) -> str:
+    """Who sends this request, as its thread records it (see docs/security.md, "Ownership").
+
+    An adapter's in-process turn: the origin the adapter named (``slack:<team>:<channel>``,
+    ``github:<repository id>``). Otherwise the caller's principal, as the ready authorizer
+    reads it (``THREAD_PRINCIPAL_HEADER``, or Easy Auth's), as ``principal:<id>``; without
+    one, ``api``: every function-key caller is one origin.
+    """
+    adapter = request.scope.get(ADAPTER_ORIGIN)
+    if isinstance(adapter, str):
+        return adapter
+    principal = principal_of(trusted_headers(request.headers))
+    return API_ORIGIN if not principal else origin_for("principal", principal)
+
+
+def check_owner(head: ThreadHead, origin: str) -> None:
+    """``Forbidden`` unless ``origin`` made the thread (a pointer without one: anyone)."""
+    if head.origin is not None and head.origin != origin:
+        logger.info("Refused a caller of another origin on thread %s", head.thread_id)
         raise Forbidden("You may not use this thread.")

@@ -35,6 +35,7 @@ from resumable.storage.failures import storage_unavailable_on_failure
 from resumable.storage.record_store import DELETE, Stored
 
 from . import background_submit, thread_api
+from .authorization import origin_of
 from .openai_events import ResponseEvents, logged_run, run_frames
 from .openai_objects import (
     STATUS,
@@ -98,7 +99,8 @@ async def _create(request: Request) -> Response:
     if parsed.conversation is not None:
         await thread_api.gate(request, settings, "responses", parsed.conversation)
     runs_body = parsed.runs_body(await _continued_from(request, settings, parsed))
-    turn = build_turn(settings, build_service(settings), runs_body, thread_id=parsed.conversation)
+    origin = origin_of(request)
+    turn = build_turn(settings, build_service(settings), runs_body, thread_id=parsed.conversation, origin=origin)
     create = _Create(request, settings, parsed, turn, body, runs_body, dedupe_key(request, settings))
     return await (_accept(create) if parsed.background else _respond(create))
 
@@ -163,6 +165,7 @@ async def _respond(create: _Create) -> Response:
         created_at=created_at,
         thread_id=turn.thread_id,
         checkpoint_id=turn.request.checkpoint_id,
+        origin=turn.request.origin,
     )
     commit = ResponseCommit(base, claim, record, RunRecords(container_for(settings)) if parsed.store else None)
     owner = RunOwner(turn.runner, turn.request, claim=commit)  # the claim it settles: see ResponseCommit

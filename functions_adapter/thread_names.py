@@ -1,4 +1,4 @@
-"""Thread IDs derived from someone else's identifiers (a principal, a sender's IDs).
+"""Thread IDs and origins derived from someone else's identifiers (a principal, a sender's IDs).
 
 Such a name decides which conversation a message joins, so two different senders' IDs
 must never give the same name: the encoding is injective.
@@ -76,3 +76,19 @@ def parts_of(thread_id: str, kind: str) -> tuple[str, ...] | None:
     if any(part is None for part in parts):
         return None
     return parts  # type: ignore[return-value]
+
+
+# A pointer keeps an origin of at most this many characters (``resumable.threads.pointers``).
+MAX_ORIGIN_LENGTH = 512
+
+
+def origin_for(kind: str, *parts: object) -> str:
+    """Who a turn is from, as ``kind:<part>:<part>`` with each part escaped (so no part
+    holds a ``:``): injective, printable ASCII, and hashed as names are when too long."""
+    if not kind.isascii() or not kind.isalpha():
+        raise ValueError("kind must be ASCII letters")
+    origin = ":".join([kind, *(escape(str(part)) for part in parts)])
+    if len(origin) <= MAX_ORIGIN_LENGTH:
+        return origin
+    digest = hashlib.sha256(origin.encode()).hexdigest()[:_HASH_DIGITS]
+    return origin[: MAX_ORIGIN_LENGTH - len(_HASH_MARK) - _HASH_DIGITS] + _HASH_MARK + digest

@@ -17,6 +17,7 @@ from starlette.requests import Request as StarletteRequest
 from resumable.base.errors import InvalidRequest, ServerMisconfigured
 
 from .. import routes, signatures
+from ..authorization import ADAPTER_ORIGIN
 from ..settings import Settings
 from ..wiring import load_settings
 
@@ -72,11 +73,14 @@ def parsed(body: bytes) -> dict[str, Any]:
     return data
 
 
-async def start_turn(thread: str, text: str, key: str) -> Response:
+async def start_turn(delivery: Delivery, key: str) -> Response:
     """Call the app's thread route in-process: a background turn with a callback, keyed by
-    the sender's delivery ID, so the sender's retry replays the first answer."""
+    the sender's delivery ID, so the sender's retry replays the first answer. The turn
+    carries the delivery's origin in its ASGI scope (``authorization.ADAPTER_ORIGIN``),
+    where no client can put one."""
     settings = load_settings()
-    body: dict[str, Any] = {"messages": text or "(empty message)", "background": True}
+    thread = delivery.thread
+    body: dict[str, Any] = {"messages": delivery.text or "(empty message)", "background": True}
     answer_url = os.environ.get("ADAPTER_ANSWER_URL", "").strip()
     if answer_url:
         body["callback_url"] = answer_url
@@ -92,6 +96,7 @@ async def start_turn(thread: str, text: str, key: str) -> Response:
         "path": f"/api/threads/{thread}/runs",
         "headers": [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()],
         "query_string": b"",
+        ADAPTER_ORIGIN: delivery.origin,
     }
     sent = False
 

@@ -24,7 +24,7 @@ from azurefunctions.extensions.http.fastapi import Request, Response
 from resumable.base.errors import InvalidRequest
 
 from ..request_trace import traced
-from ..thread_names import derived_thread_id
+from ..thread_names import derived_thread_id, origin_for
 from .common import Delivery, parsed, start_turn, verified_body
 
 bp = func.Blueprint()
@@ -48,7 +48,7 @@ def github_turn(event: dict[str, Any]) -> Delivery | None:
         raise InvalidRequest("An issue_comment delivery needs repository, issue and comment.") from None
     if not slash or type(number) is not int or type(repository_id) is not int:
         raise InvalidRequest("An issue_comment delivery needs repository.full_name, repository.id and issue.number.")
-    return Delivery(derived_thread_id("github", owner, name, number), text, f"github:{repository_id}")
+    return Delivery(derived_thread_id("github", owner, name, number), text, origin_for("github", repository_id))
 
 
 def _by_a_bot(event: dict[str, Any]) -> bool:
@@ -75,7 +75,7 @@ async def _deliver(req: Request) -> Response:
     if not delivery:  # the only thing a replay is recognised by
         raise InvalidRequest("A GitHub delivery must carry X-GitHub-Delivery.")
     # 202 at once (the turn runs from the queue), well inside GitHub's 10 s.
-    return await start_turn(turn.thread, turn.text, key=delivery)
+    return await start_turn(turn, key=delivery)
 
 
 @bp.route(route="adapters/github", methods=["POST"], auth_level=func.AuthLevel.ANONYMOUS)

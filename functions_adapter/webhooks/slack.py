@@ -25,7 +25,7 @@ from azurefunctions.extensions.http.fastapi import Request, Response
 from resumable.base.errors import InvalidRequest
 
 from ..request_trace import traced
-from ..thread_names import derived_thread_id, escape
+from ..thread_names import derived_thread_id
 from . import slack_answer as slack_answer_route
 from .common import Delivery, parsed, start_turn, verified_body
 
@@ -47,13 +47,8 @@ def slack_turn(envelope: dict[str, Any]) -> Delivery | None:
         raise InvalidRequest("A Slack message event needs team_id, channel and ts.") from None
     if not all(isinstance(value, str) for value in (team, channel, ts)):
         raise InvalidRequest("A Slack message event's team_id, channel and ts must be strings.")
-    text = str(event.get("text", ""))
-    return Delivery(derived_thread_id("slack", team, channel, ts), text, origin(team, channel))
-
-
-def origin(team: str, channel: str) -> str:
-    """Who a Slack turn is from: the channel (its workspace's), the only place its reply goes."""
-    return f"slack:{escape(team)}:{escape(channel)}"
+    origin = slack_answer_route.channel_origin(team, channel)
+    return Delivery(derived_thread_id("slack", team, channel, ts), str(event.get("text", "")), origin)
 
 
 async def _event(req: Request) -> Response:
@@ -67,7 +62,7 @@ async def _event(req: Request) -> Response:
     event_id = str(envelope.get("event_id") or "")
     if not event_id:
         raise InvalidRequest("A Slack event must carry its event_id.")
-    started = await start_turn(turn.thread, turn.text, key=event_id)
+    started = await start_turn(turn, key=event_id)
     # Slack only needs a 200 within 3 s; the answer comes through the callback.
     return Response(status_code=200) if started.status_code == 202 else started
 

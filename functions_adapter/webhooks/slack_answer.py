@@ -5,6 +5,11 @@ every attempt. A redelivery (our answer was lost, the sender retried) must not p
 reply twice, so the route claims that ``webhook-id`` in the app's idempotency records
 (``IdempotencyStore``, as the thread routes do) and remembers only a post Slack accepted:
 a refused or failed post releases the claim, and the callback's retry posts again.
+
+It posts only the reply of a run that the Slack channel itself started: the run's record
+(written when the run was accepted) must name this thread and the channel's origin
+(``slack:<team>:<channel>``). A thread's name proves nothing: any API caller may run a turn
+on a thread called ``slack.<team>.<channel>.<ts>`` with this route as its callback.
 """
 
 from __future__ import annotations
@@ -15,12 +20,15 @@ from typing import Any
 import aiohttp
 from fastapi import Request, Response
 
+from resumable.background.records import RunRecords
 from resumable.base.cancel_safe import finish_even_if_cancelled
+from resumable.base.errors import InvalidRequest
+from resumable.base.ids import validate_id
 from resumable.core.idempotency import StoredResponse, fingerprint
 
 from ..responses import json_response
-from ..thread_names import parts_of
-from ..wiring import build_service, idempotency_store, load_settings
+from ..thread_names import origin_for, parts_of
+from ..wiring import build_service, container_for, idempotency_store, load_settings
 from .common import parsed, secrets, verified_body
 
 ROUTE = "/api/adapters/slack/answer"
@@ -37,7 +45,11 @@ async def answer(req: Request) -> Response:
     if parts is None or len(parts) != 3:
         # Another adapter's turn (ADAPTER_ANSWER_URL serves both): 410 stops its retries.
         return _error(410, "not_a_slack_thread", "This route answers turns that Slack started.")
-    _team, channel, thread_ts = parts
+    team, channel, thread_ts = parts
+    if not await _started_there(payload.get("run_id"), thread, channel_origin(team, channel)):
+        # Not a turn that channel started (an API caller's run on a thread named like one,
+        # say): nothing is posted, and 410 stops the callback's retries.
+        return _error(410, "not_a_slack_turn", "This route answers only turns the Slack channel started.")
     token = secrets("SLACK_BOT_TOKEN")[0]
     reply = "Sorry, that failed." if payload.get("status") != "succeeded" else _reply_text(payload.get("result"))
     settings = load_settings()
@@ -56,6 +68,24 @@ async def answer(req: Request) -> Response:
     else:
         await finish_even_if_cancelled(store.release(begun))
     return posted
+
+
+def channel_origin(team: str, channel: str) -> str:
+    """Who a Slack turn is from: its channel (in its workspace), the only place its reply goes."""
+    return origin_for("slack", team, channel)
+
+
+async def _started_there(run_id: object, thread_id: str, origin: str) -> bool:
+    """Whether run ``run_id`` on ``thread_id`` was started from ``origin``, as its record
+    (written at the accept, never from the payload) says."""
+    if not isinstance(run_id, str):
+        return False
+    try:
+        validate_id(run_id, kind="run_id")
+    except InvalidRequest:
+        return False
+    found = await RunRecords(container_for(load_settings())).get(run_id)
+    return found is not None and found.value.thread_id == thread_id and found.value.origin == origin
 
 
 async def _post(token: str, message: dict[str, str]) -> Response:
