@@ -112,3 +112,10 @@ def check_owner(head: ThreadHead, origin: str) -> None:
     if head.origin is not None and head.origin != origin:
         logger.info("Refused a caller of another origin on thread %s", head.thread_id)
         raise Forbidden("You may not use this thread.")
+
+
+def check_run_origin(run_origin: str | None, request: HTTPConnection) -> None:
+    """``Forbidden`` unless this request's caller started the run (a run recorded without
+    an origin, from before origins: anyone)."""
+    if run_origin is not None and run_origin != origin_of(request):
+        raise Forbidden("You may not use this run.")

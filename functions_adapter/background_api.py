@@ -20,12 +20,11 @@ from resumable.background import records as rr
 from resumable.background.accept import Accepted
 from resumable.background.events import EventReader, LoggedEvent
 from resumable.background.records import RunRecord, RunRecords
-from resumable.base.errors import Forbidden
 from resumable.core.event_pump import IdleTick
 from resumable.storage.record_store import Stored
 
 from . import callbacks, thread_api
-from .authorization import origin_of
+from .authorization import check_run_origin
 from .background_submit import run_control, submit
 from .headers import last_event_id as _last_event_id
 from .headers import preferences
@@ -85,8 +84,7 @@ async def _authorized(request: Request, settings: Settings, route: str, run_id: 
     """The run's record, once the thread authorizer allowed this caller its thread; a run
     of another origin (``authorization.origin_of``) is 403, as its thread is."""
     found = await run_control(settings).get(run_id)
-    if found.value.origin is not None and found.value.origin != origin_of(request):
-        raise Forbidden("You may not use this run.")
+    check_run_origin(found.value.origin, request)
     if found.value.thread_id is not None:
         await thread_api.gate(request, settings, route, found.value.thread_id)
     return found

@@ -35,7 +35,7 @@ from resumable.storage.failures import storage_unavailable_on_failure
 from resumable.storage.record_store import DELETE, Stored
 
 from . import background_submit, thread_api
-from .authorization import origin_of
+from .authorization import check_run_origin, origin_of
 from .openai_events import ResponseEvents, logged_run, run_frames
 from .openai_objects import (
     STATUS,
@@ -121,6 +121,7 @@ async def _continued_from(request: Request, settings: Settings, parsed: CreateRe
     if parsed.previous_run_id is None:
         return None
     record = (await _response(settings, parsed.previous_run_id, param="previous_response_id")).value
+    check_run_origin(record.origin, request)
     if record.thread_id is not None:
         await thread_api.gate(request, settings, "responses", record.thread_id)
     if not record.terminal:
@@ -207,8 +208,10 @@ async def _response(settings: Settings, run_id: str, *, param: str | None = None
 
 
 async def _authorized(request: Request, settings: Settings, route: str, response_id: str) -> Stored[RunRecord]:
-    """The response's record, once the thread authorizer allowed this caller its conversation."""
+    """The response's record, once its origin (``check_run_origin``) and the thread
+    authorizer allowed this caller its conversation."""
     found = await _response(settings, run_id_of(response_id))
+    check_run_origin(found.value.origin, request)
     if found.value.thread_id is not None:
         await thread_api.gate(request, settings, route, found.value.thread_id)
     return found

@@ -172,3 +172,18 @@ async def test_a_background_run_answers_only_its_origin(app: FunctionHost, monke
             refused = await app.request(method, route, headers=bob)
             assert refused.status == 403, route
         assert (await app.request("GET", run, headers=alice)).status == 200
+
+
+async def test_a_response_answers_only_its_origin(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WEBSITE_AUTH_ENABLED", "True")
+    alice, bob = _principal("a11ce"), _principal("b0b")
+    created = await host.request("POST", "/api/responses", json_body={"input": "mine"}, headers=alice)
+    assert created.status == 200, await created.body()
+    response_id = (await created.json())["id"]
+    assert (await host.request("GET", f"/api/responses/{response_id}", headers=alice)).status == 200
+    for route in (f"/api/responses/{response_id}", f"/api/responses/{response_id}/input_items"):
+        assert (await host.request("GET", route, headers=bob)).status == 403, route
+    assert (await host.request("DELETE", f"/api/responses/{response_id}", headers=bob)).status == 403
+    continued = {"input": "and then?", "previous_response_id": response_id}
+    assert (await host.request("POST", "/api/responses", json_body=continued, headers=bob)).status == 403
+    assert (await host.request("POST", "/api/responses", json_body=continued, headers=alice)).status == 200
