@@ -34,7 +34,7 @@ from azure.storage.blob.aio import ContainerClient
 from ..base.errors import ClaimLost, IdempotencyRecordUnreadable, RequestInProgress, ResumeError
 from ..storage import layout
 from ..storage.blob_records import RecordUnreadable
-from ..storage.record_store import DELETE, RecordContended, RecordStore, Stored
+from ..storage.record_store import DELETE, RecordErrors, RecordStore, Stored
 from .idempotency_record import (
     COMMITTING,
     COMPLETED,
@@ -64,6 +64,17 @@ CommitCheck = Callable[[str, str | None], Awaitable[bool]]
 CheckpointMetadata = Callable[[str], Awaitable[object]]
 
 
+def _unreadable(name: str, exc: RecordUnreadable) -> IdempotencyRecordUnreadable:
+    logger.error("Idempotency record %s%s.json is unreadable: %s", PREFIX, name, exc)
+    return IdempotencyRecordUnreadable("The record for this Idempotency-Key cannot be read.")
+
+
+_ERRORS = RecordErrors(
+    unreadable=_unreadable,
+    contended=lambda _name, _exc: RequestInProgress("The Idempotency-Key is contended; retry later."),
+)
+
+
 class _CheckCommit(Exception):
     """The record names a checkpoint: whether it was committed needs a storage read."""
 
@@ -80,19 +91,13 @@ class IdempotencyStore:
         committed: CommitCheck,
         metadata: CheckpointMetadata | None = None,
     ) -> None:
-        self._records = RecordStore(container, PREFIX, KeyRecord)
+        self._records = RecordStore(container, PREFIX, KeyRecord, _ERRORS)
         self._ttl = ttl_seconds
         self._committed = committed
         self._metadata = metadata
 
     async def _update(self, name: str, change: Callable[..., object], **kwargs: object) -> Stored[KeyRecord] | None:
-        try:
-            return await self._records.update(name, change, **kwargs)  # type: ignore[arg-type]
-        except RecordUnreadable as exc:
-            logger.error("Idempotency record %s%s.json is unreadable: %s", PREFIX, name, exc)
-            raise IdempotencyRecordUnreadable("The record for this Idempotency-Key cannot be read.") from exc
-        except RecordContended:
-            raise RequestInProgress("The Idempotency-Key is contended; retry later.") from None
+        return await self._records.update(name, change, **kwargs)  # type: ignore[arg-type]
 
     async def _claim_or_replay(
         self, name: str, kind: str, wanted: KeyRecord, *, on_completed: Callable[[KeyRecord], None]
@@ -174,10 +179,7 @@ class IdempotencyStore:
     async def peek(self, key: str, request_fingerprint: str, *, kind: str) -> StoredResponse | None:
         """An earlier identical request's final response, or None; a reused key is refused.
         Writes nothing: an unfinished claim is judged by ``begin`` or ``accept_once``."""
-        try:
-            found = await self._records.get(record_name(key, kind))
-        except RecordUnreadable as exc:
-            raise IdempotencyRecordUnreadable("The record for this Idempotency-Key cannot be read.") from exc
+        found = await self._records.get(record_name(key, kind))
         if found is None:
             return None
         record = found.value

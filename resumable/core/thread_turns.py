@@ -31,6 +31,7 @@ from ..base.errors import (
     ThreadExpired,
     ThreadUnreadable,
 )
+from ..storage.record_store import CLOCK_RESOLUTION
 from ..threads.pointers import ThreadHead, ThreadHeld, ThreadLocks, expired
 from .runs import CommitHook, Event, RunRequest, RunService
 
@@ -55,15 +56,14 @@ def _backoff(attempt: int) -> float:
     return random.uniform(0, min(_MAX_DELAY, _BASE_DELAY * 2**attempt))  # noqa: S311 - not cryptographic
 
 
-def _origin_matches(head: ThreadHead, request: RunRequest) -> bool:
-    """A thread with an origin takes turns of that origin only; one without (no pointer,
-    or a legacy pointer written before origins were recorded) takes any."""
-    return head.origin is None or head.origin == request.origin
-
-
-def _check_origin(head: ThreadHead, request: RunRequest) -> None:
-    if not _origin_matches(head, request):
-        raise Forbidden("This thread belongs to another origin; nothing was run.")
+def _changed_during(now: ThreadHead, elapsed: float) -> bool:
+    """Whether the pointer's last change certainly came while this turn ran (``elapsed``
+    seconds), judged on the storage service's clock alone: the record's age, from its
+    Last-Modified to the Date of the read that found it, both in whole seconds. A change
+    that may have come before the turn began counts as before: the turn runs again on the
+    new head, as it would have without the cache, rather than answering 409."""
+    age = None if now.stored is None else now.stored.age
+    return age is not None and age + CLOCK_RESOLUTION <= elapsed
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +139,8 @@ class ThreadRunner:
         """The thread's head as read now, and the request aimed at its checkpoint (or, for a
         fork, at ``from_checkpoint_id``, which must be in the thread's lineage)."""
         head = await self.service.pointers.read(self.thread_id)
-        _check_origin(head, request)
+        if not head.accepts(request.origin):
+            raise Forbidden("This thread belongs to another origin; nothing was run.")
         if head.deleting:
             raise ThreadBusy("This thread is being deleted; nothing was run.")
         start = head.checkpoint_id
@@ -242,9 +243,9 @@ class ThreadRunner:
         head = self.service.pointers.cached(self.thread_id)
         if head is None or request.fork_from is not None or head.deleting or head.checkpoint_id is None:
             return None
-        if not _origin_matches(head, request):
+        if not head.accepts(request.origin):
             return None  # refused on the pointer as read now, not on a cached one
-        started = time.time()
+        started = time.monotonic()
         turn = dataclasses.replace(request, checkpoint_id=head.checkpoint_id)
         commit = _TurnCommit(self.service, head, head.checkpoint_id, request.origin)
         try:
@@ -255,7 +256,8 @@ class ThreadRunner:
             now = self.service.pointers.cached(self.thread_id)  # as read after the failed swap
             # A pointer changed before this turn began: without the cache the turn would have
             # read it. A pointer gone (a thread deleted) could have gone at any time: a race.
-            if now is not None and now.etag is not None and now.etag != head.etag and (now.updated_at or 0.0) < started:
+            elapsed = time.monotonic() - started
+            if now is not None and now.etag is not None and now.etag != head.etag and not _changed_during(now, elapsed):
                 return None
             raise
 

@@ -18,7 +18,9 @@ from functions_adapter import wiring
 from functions_adapter.authorizers import thread_prefix
 from resumable.base.ids import validate_id
 from resumable.checkpoints import cache as checkpoint_cache
+from resumable.storage.blob_records import BlobRecords, RecordConflict
 from tests import recording_workflow
+from tests.adapter.test_webhook_adapters import fresh_app
 
 
 async def _turn(host: FunctionHost, thread: str, text: str, **extra: Any) -> tuple[int, dict[str, Any]]:
@@ -207,6 +209,49 @@ async def test_metadata_with_etags_and_a_stale_write_is_412(host: FunctionHost) 
         assert (await host.request("PUT", "/api/threads/tagged/metadata", json_body=bad)).status == 400
 
 
+async def test_a_put_without_if_match_overwrites_even_when_eight_race(host: FunctionHost) -> None:
+    """No If-Match overwrites: a write landing between a PUT's read and its write is not a
+    412. Two app objects (functions hosts) on one Azurite, four PUTs each, all at once."""
+    hosts = [host, FunctionHost(fresh_app())]
+    bodies = [{"ticket": str(i)} for i in range(8)]
+    answers = await asyncio.gather(
+        *(hosts[i % 2].request("PUT", "/api/threads/raced/metadata", json_body=b) for i, b in enumerate(bodies))
+    )
+    statuses = [answer.status for answer in answers]
+    assert statuses == [200] * 8, [(a.status, await a.json()) for a in answers]
+    final = await (await host.request("GET", "/api/threads/raced")).json()
+    assert final["metadata"] in bodies
+
+
+@pytest.mark.parametrize("first", [True, False])
+async def test_a_put_whose_answer_was_lost_is_not_412(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch, first: bool
+) -> None:
+    """The write landed; the SDK's retry met it (409 on a create, 412 on a replace). The
+    record's write token tells that apart from another writer: 200, with the values stored."""
+    if not first:
+        assert (await host.request("PUT", "/api/threads/lost/metadata", json_body={"ticket": "1"})).status == 200
+    hit: list[str] = []
+    method = "create" if first else "replace"
+    original = getattr(BlobRecords, method)
+
+    async def landed_then_lost(self: BlobRecords, name: str, *args: Any) -> Any:
+        await original(self, name, *args)
+        if not hit and self._prefix == "thread-meta/":
+            hit.append(name)
+            raise RecordConflict(name)
+        return await original(self, name, *args)  # pragma: no cover - only the first is hit
+
+    with monkeypatch.context() as patch:
+        patch.setattr(BlobRecords, method, landed_then_lost)
+        response = await host.request("PUT", "/api/threads/lost/metadata", json_body={"ticket": "2"})
+    assert hit, "the fault must have hit"
+    assert response.status == 200, await response.json()
+    got = await host.request("GET", "/api/threads/lost")
+    assert (await got.json())["metadata"] == {"ticket": "2"}
+    assert got.headers["etag"] == response.headers["etag"]
+
+
 @pytest.mark.parametrize(
     ("if_match", "status"),
     [
@@ -233,8 +278,9 @@ async def test_if_match_is_one_etag_or_star_checked_before_storage(
     code = {400: "invalid_request", 412: "precondition_failed"}[status]
     assert (response.status, (await response.json())["error"]["code"]) == (status, code)
     # Refused in the adapter: storage never saw the header (a stale well-formed one is storage's
-    # call, after the pointer's read for the thread's origin).
-    assert ops.total == (2 if if_match.startswith('"0x') else 0)
+    # call: the pointer's read for the thread's origin, the conditional write, then one read
+    # that tells a stale ETag from a lost answer).
+    assert ops.total == (3 if if_match.startswith('"0x') else 0)
     assert (await (await host.request("GET", "/api/threads/tagged")).json())["metadata"] == {"ticket": "42"}
 
 
