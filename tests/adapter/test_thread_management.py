@@ -68,8 +68,9 @@ async def test_history_pages_through_250_turns_at_a_cost_proportional_to_the_pag
         response = await host.request("GET", "/api/threads/long/history", query=query)
         page = await response.json()
         entries = page["checkpoints"]
-        # One metadata read per entry, plus the pointer on the first page: never the whole thread.
-        assert ops.total == len(entries) + (1 if cursor is None else 0)
+        # One metadata read per entry, plus the pointer (whose origin is checked on every page;
+        # the first page reads it once more for its head): never the whole thread.
+        assert ops.total == len(entries) + 1 + (1 if cursor is None else 0)
         assert all(set(e) >= {"checkpoint_id", "previous_checkpoint_id", "timestamp", "status"} for e in entries)
         assert all("state" not in e for e in entries)
         seen += [e["checkpoint_id"] for e in entries]
@@ -277,8 +278,9 @@ async def test_if_match_is_one_etag_or_star_checked_before_storage(
     code = {400: "invalid_request", 412: "precondition_failed"}[status]
     assert (response.status, (await response.json())["error"]["code"]) == (status, code)
     # Refused in the adapter: storage never saw the header (a stale well-formed one is storage's
-    # call: the conditional write, then one read that tells a stale ETag from a lost answer).
-    assert ops.total == (2 if if_match.startswith('"0x') else 0)
+    # call: the pointer's read for the thread's origin, the conditional write, then one read
+    # that tells a stale ETag from a lost answer).
+    assert ops.total == (3 if if_match.startswith('"0x') else 0)
     assert (await (await host.request("GET", "/api/threads/tagged")).json())["metadata"] == {"ticket": "42"}
 
 
@@ -387,6 +389,37 @@ async def test_easy_auth_principals_are_trusted_only_when_easy_auth_is_on(
 
 
 SEEN: list[dict[str, Any]] = []
+
+
+def _wire(text: str) -> str:
+    """``text`` as a header value arrives from the wire: its UTF-8 bytes, which ASGI hands
+    over as Latin-1 characters."""
+    return text.encode("utf-8").decode("latin-1")
+
+
+async def test_a_non_ascii_principal_reaches_the_authorizer_as_sent(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("THREAD_AUTHORIZER", "functions_adapter.authorizers:thread_prefix_of_principal")
+    monkeypatch.setenv("THREAD_PRINCIPAL_HEADER", "x-caller")
+    mine = thread_prefix("Zo\u00eb \u674e") + "1"
+    assert mine == "Zo_c3_ab_20_e6_9d_8e.1"
+    headers = {"x-caller": _wire("Zo\u00eb \u674e")}
+    response = await host.request("POST", f"/api/threads/{mine}/runs", json_body={"messages": "hi"}, headers=headers)
+    assert response.status == 200, await response.body()
+    monkeypatch.delenv("THREAD_PRINCIPAL_HEADER")
+    monkeypatch.setenv("WEBSITE_AUTH_ENABLED", "True")
+    monkeypatch.setenv("THREAD_AUTHORIZER", "tests.adapter.test_thread_management:record_headers")
+    SEEN.clear()
+    name = {"X-MS-CLIENT-PRINCIPAL-NAME": _wire("Zo\u00eb \u674e"), "X-MS-CLIENT-PRINCIPAL-ID": "0f3c"}
+    await host.request("GET", "/api/threads/t-1", headers=name)
+    assert SEEN[0]["headers"]["x-ms-client-principal-name"] == "Zo\u00eb \u674e"
+
+
+def record_headers(*, route: str, thread_id: str, headers: Mapping[str, str], metadata: Mapping[str, str]) -> bool:
+    """A custom authorizer for the test: records the headers it was shown."""
+    SEEN.append({"headers": dict(headers)})
+    return True
 
 
 def support_only(*, route: str, thread_id: str, headers: Mapping[str, str], metadata: Mapping[str, str]) -> bool:

@@ -46,7 +46,8 @@ def other_instance() -> RunService:
 
 
 async def turn_on(service: RunService, thread_id: str, text: str) -> dict:
-    request = RunRequest(None, TurnInput(messages=[Message(role="user", contents=[text])]), False)
+    # The app's turns come from a function-key caller (origin "api"): so do these.
+    request = RunRequest(None, TurnInput(messages=[Message(role="user", contents=[text])]), False, origin="api")
     return json.loads(await ThreadRunner(service, thread_id, ThreadLocks()).run_to_json(request))
 
 

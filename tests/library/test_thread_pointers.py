@@ -256,7 +256,8 @@ async def test_a_turn_whose_pointer_write_landed_is_applied_even_when_another_co
     rival_ids: list[str] = []
 
     async def rival() -> None:
-        request = RunRequest(None, TurnInput(messages=[Message(role="user", contents=["rival"])]), False)
+        # Another instance of the app, serving a function-key caller (origin "api") too.
+        request = RunRequest(None, TurnInput(messages=[Message(role="user", contents=["rival"])]), False, origin="api")
         done = await ThreadRunner(other_instance(), THREAD, ThreadLocks()).run_to_json(request)
         rival_ids.append(json.loads(done)["checkpoint_id"])
 
