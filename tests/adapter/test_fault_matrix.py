@@ -1,0 +1,239 @@
+"""The fault matrix: every registered write site × every fault, judged from storage alone.
+
+The rows come from ``resumable/storage/write_sites.py``; ``CELLS`` names, for each site, the
+scenario that makes its write (a thread turn, sync and keyed; a background accept and its
+execution; a thread DELETE; a callback delivery), run through the registered functions
+in-process. ``devtools/write_faults.py`` injects the fault at the storage SDK boundary on
+that site's first write in the scenario's faulted step:
+
+* ``retry``: the write lands, its answer is lost, the SDK's retry meets it (409/412/404);
+* ``lost``: the write lands, and every answer is lost (the caller sees an outage);
+* ``outage``: nothing lands, every attempt fails;
+* ``rival``: another app instance commits a turn on the same thread just before the write.
+
+The client then retries as a client would (the same Idempotency-Key), the queue drains, and
+``matrix_support.audit`` checks no lost turn, no doubled turn, no stuck record, and nothing
+left of a deleted thread. Every write request in every cell must map to a registered site
+(the run-time half of the registry's test). A cell that finds a defect another branch of
+issue 28 fixes is ``xfail(strict=True)`` and flips when that fix merges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from devtools import write_faults
+from devtools.function_host import FunctionHost
+from devtools.instances import Instance
+from devtools.queue_runner import QueueRunner
+from devtools.webhook_receiver import WebhookReceiver
+from devtools.write_faults import WriteFaults
+from resumable.background import events as run_events
+from resumable.storage import clients as storage_client
+from resumable.storage import run_queue
+from resumable.storage.write_sites import BY_NAME
+from tests.adapter.matrix_support import Client, audit
+from tests.conftest import CALLBACK_SECRET
+
+# Sites no turn, accept, delete or callback writes: the timer's housekeeping pass, whose
+# faults tests/library/test_housekeeping.py covers.
+NOT_IN_MATRIX = {
+    "maintenance.state.create",
+    "maintenance.state.replace",
+    "maintenance.state.delete",
+    "maintenance.references.create",
+    "maintenance.references.delete",
+}
+
+CELLS: list[tuple[str, str]] = [
+    ("container.create", "first_turn"),
+    ("checkpoint.save", "turn"),
+    ("checkpoint.save", "keyed"),
+    ("checkpoint.save", "background"),
+    ("checkpoint.delete", "delete"),
+    ("thread.pointer.create", "first_turn"),
+    ("thread.pointer.replace", "turn"),
+    ("thread.pointer.replace", "keyed"),
+    ("thread.pointer.replace", "background"),
+    ("thread.pointer.replace", "delete"),
+    ("thread.pointer.delete", "delete"),
+    ("thread.metadata.create", "metadata_first"),
+    ("thread.metadata.replace", "metadata"),
+    ("thread.metadata.delete", "delete"),
+    ("idempotency.create", "keyed"),
+    ("idempotency.replace", "keyed"),
+    ("idempotency.create", "background"),
+    ("idempotency.delete", "delete"),
+    ("run.record.create", "background"),
+    ("run.record.replace", "background"),
+    ("run.record.delete", "delete"),
+    ("run.order.create", "background"),
+    ("run.order.replace", "background"),
+    ("run.order.delete", "background"),
+    ("run.events.create", "background"),
+    ("run.events.append", "background"),
+    ("run.events.delete", "delete"),
+    ("callback.create", "callback"),
+    ("callback.replace", "callback"),
+    ("callback.delete", "delete"),
+    ("queue.create", "background"),
+    ("queue.send", "background"),
+    ("queue.send", "callback"),
+]
+
+# (site, scenario, fault) → why it fails on main today; strict, so each flips when fixed.
+KNOWN: dict[tuple[str, str, str], str] = {}
+
+
+@dataclass
+class Ctx:
+    host: FunctionHost
+    faults: WriteFaults
+    runner: QueueRunner
+    receiver: WebhookReceiver
+    other: Instance
+
+
+Arm = Callable[[], None]
+Scenario = Callable[[Client, Ctx, Arm], Awaitable[None]]
+
+
+async def first_turn(c: Client, ctx: Ctx, arm: Arm) -> None:
+    arm()
+    await c.turn("in-1")
+
+
+async def turn(c: Client, ctx: Ctx, arm: Arm) -> None:
+    await c.turn("seed")
+    arm()
+    await c.turn("in-1")
+
+
+async def keyed(c: Client, ctx: Ctx, arm: Arm) -> None:
+    await c.turn("seed")
+    arm()
+    await c.keyed_turn("in-1")
+
+
+async def background(c: Client, ctx: Ctx, arm: Arm) -> None:
+    """Two accepts before the queue drains: the second one appends to the pending list."""
+    await c.turn("seed")
+    arm()
+    await c.accept("in-1")
+    await c.accept("in-2")
+    await c.settle_runs(ctx.runner)
+
+
+async def callback(c: Client, ctx: Ctx, arm: Arm) -> None:
+    arm()
+    await c.accept("in-1", callback_url=ctx.receiver.url)
+    await c.settle_runs(ctx.runner)
+    ids = {d.headers.get("webhook-id") for d in ctx.receiver.deliveries}
+    if c.accepted and len(ids) != 1:
+        c.problems.append(f"callback: {len(ctx.receiver.deliveries)} deliveries with ids {ids}, not one id")
+
+
+async def metadata_first(c: Client, ctx: Ctx, arm: Arm) -> None:
+    arm()
+    await _metadata(c, {"channel": "one"})
+
+
+async def metadata(c: Client, ctx: Ctx, arm: Arm) -> None:
+    await c.put_metadata({"channel": "one"})
+    arm()
+    await _metadata(c, {"channel": "two"})
+
+
+async def _metadata(c: Client, values: dict[str, str]) -> None:
+    status = await c.put_metadata(values)
+    if status != 200:
+        c.problems.append(f"metadata PUT without If-Match answered {status} after one retry")
+    stored = await (await c.host.request("GET", f"/api/threads/{c.thread}")).json()
+    if status == 200 and stored.get("metadata") != values:
+        c.problems.append(f"metadata PUT answered 200 but the thread holds {stored.get('metadata')}")
+
+
+async def delete(c: Client, ctx: Ctx, arm: Arm) -> None:
+    await c.keyed_turn("seed")
+    await c.accept("bg", callback_url=ctx.receiver.url)
+    await c.settle_runs(ctx.runner)
+    await c.put_metadata({"channel": "one"})
+    arm()
+    status = await c.delete()
+    if status != 204:
+        c.problems.append(f"DELETE answered {status} after retries")
+    await ctx.runner.run_until_idle(timeout=60)
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.__name__: s for s in (first_turn, turn, keyed, background, callback, metadata_first, metadata, delete)
+}
+FAULTS = ("none", *write_faults.FAULTS)
+
+
+@pytest.fixture
+async def ctx(host: FunctionHost, queue_env: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Ctx]:
+    monkeypatch.setenv("CALLBACK_SECRET", CALLBACK_SECRET)
+    monkeypatch.setenv("CALLBACK_ALLOW_LOCAL_HTTP", "true")
+    monkeypatch.setenv("CALLBACK_RETRY_SCHEDULE", "0")
+    # Flush a run's events at once, so even the default workflow's short runs write their log.
+    monkeypatch.setattr(run_events, "FLUSH_SECONDS", 0.001)
+    await storage_client.close_all()
+    await run_queue.close_all()
+    receiver = WebhookReceiver(CALLBACK_SECRET)
+    await receiver.start()
+    with write_faults.installed(monkeypatch) as faults:
+        yield Ctx(host, faults, QueueRunner(host), receiver, Instance())
+        await storage_client.close_all()
+        await run_queue.close_all()
+    await receiver.stop()
+
+
+def _cells() -> list[Any]:
+    params = []
+    for site, scenario in CELLS:
+        for fault in write_faults.FAULTS:
+            reason = KNOWN.get((site, scenario, fault))
+            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+            params.append(pytest.param(site, scenario, fault, marks=marks, id=f"{site}-{scenario}-{fault}"))
+    return params
+
+
+async def test_each_scenario_without_faults_writes_only_registered_sites(ctx: Ctx) -> None:
+    """The run-time registry check, and the matrix's baseline: every scenario holds with no
+    fault, and every write request it makes maps to a registered site."""
+    seen: dict[str, set[str]] = {}
+    for name, scenario in SCENARIOS.items():
+        client = Client(ctx.host)
+        before = dict(ctx.faults.sites)
+        await scenario(client, ctx, lambda: None)
+        seen[name] = {site for site, n in ctx.faults.sites.items() if n > before.get(site, 0)}
+        assert not await audit(client), (name, await audit(client))
+    assert not ctx.faults.unregistered, ctx.faults.unregistered
+    for site, scenario in CELLS:  # each cell's scenario really makes its site's write
+        assert site in seen[scenario], (site, scenario, "; ".join(f"{k}: {sorted(v)}" for k, v in seen.items()))
+    registered = set(BY_NAME) - NOT_IN_MATRIX
+    assert registered == {site for site, _ in CELLS}, registered ^ {site for site, _ in CELLS}
+
+
+@pytest.mark.parametrize(("site", "scenario", "fault"), _cells())
+async def test_fault_at_write_site(ctx: Ctx, site: str, scenario: str, fault: str) -> None:
+    client = Client(ctx.host)
+    armed: list[Any] = []
+
+    async def rival() -> None:
+        await client.turn(f"rival-{len(armed)}", instance=ctx.other)
+
+    def arm() -> None:
+        armed.append(ctx.faults.arm(site, fault, rival=rival))
+
+    await SCENARIOS[scenario](client, ctx, arm)
+    ctx.faults.disarm()
+    assert armed and armed[0].hits, f"{scenario} never wrote {site}: the cell tests nothing"
+    assert not ctx.faults.unregistered, ctx.faults.unregistered
+    broken = await audit(client)
+    assert not broken, f"{site} × {fault} in {scenario} (answers {client.answers}):\n" + "\n".join(broken)
