@@ -18,6 +18,8 @@ One fault at a time can be armed on a site (``arm``), hitting its next matching 
   nothing landed.
 * ``rival``: just before the write, ``rival`` runs (another instance commits a turn on the
   same thread), then the write goes out as it was.
+* ``retry_rival``: the write lands and its answer is lost, then ``rival`` commits on top of
+  it before the SDK's retry meets both.
 """
 
 from __future__ import annotations
@@ -32,11 +34,13 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import pytest
 from azure.core.exceptions import ServiceRequestError, ServiceResponseError
 from azure.core.pipeline.transport import AioHttpTransport, AsyncHttpTransport
+from azure.storage.blob.aio import LinearRetry as BlobLinearRetry
+from azure.storage.queue._shared.policies_async import LinearRetry as QueueLinearRetry
 
 from resumable.storage import clients as storage_client
 from resumable.storage.write_sites import SITES, Kind, WriteSite, site_for
 
-FAULTS = ("retry", "lost", "outage", "rival")
+FAULTS = ("retry", "lost", "outage", "rival", "retry_rival")
 # Attempts per operation: the clients' LinearRetry(retry_total=2) makes three.
 ATTEMPTS = 3
 
@@ -128,8 +132,8 @@ class WriteFaults:
         skip: int = 0,
     ) -> Armed:
         assert fault in FAULTS, fault
-        assert fault != "rival" or rival is not None, "a rival fault needs the rival's action"
-        self.armed = Armed(site, fault, rival, skip, 1 if fault in ("retry", "rival") else ATTEMPTS)
+        assert "rival" not in fault or rival is not None, "a rival fault needs the rival's action"
+        self.armed = Armed(site, fault, rival, skip, ATTEMPTS if fault in ("lost", "outage") else 1)
         return self.armed
 
     def disarm(self) -> None:
@@ -158,17 +162,22 @@ class WriteFaults:
         armed.hits.append(write)
         armed.left -= 1
         if armed.fault == "rival":
-            assert armed.rival is not None
-            self._quiet += 1
-            try:
-                await armed.rival()
-            finally:
-                self._quiet -= 1
+            await self._rival(armed)
             return await inner.send(request, **kwargs)
         if armed.fault == "outage" or not first:
             raise ServiceRequestError(f"injected: {site.name} unreachable (not sent)")
         await inner.send(request, **kwargs)  # it lands
+        if armed.fault == "retry_rival":
+            await self._rival(armed)
         raise ServiceResponseError(f"injected: {site.name} landed, its answer was lost")
+
+    async def _rival(self, armed: Armed) -> None:
+        assert armed.rival is not None
+        self._quiet += 1
+        try:
+            await armed.rival()
+        finally:
+            self._quiet -= 1
 
 
 class _FaultTransport(AsyncHttpTransport):
@@ -204,7 +213,15 @@ def installed(monkeypatch: pytest.MonkeyPatch) -> Iterator[WriteFaults]:
     faults = WriteFaults()
     with monkeypatch.context() as patch:
         patch.setattr(storage_client, "transport_hook", faults.transport)
+        # The SDK still retries each failed attempt, at once: its backoff is a wait, not a
+        # behaviour (as CALLBACK_RETRY_SCHEDULE=0 shortens the callbacks' schedule in tests).
+        patch.setattr(BlobLinearRetry, "get_backoff_time", _no_backoff)
+        patch.setattr(QueueLinearRetry, "get_backoff_time", _no_backoff)
         yield faults
+
+
+def _no_backoff(self: Any, settings: dict[str, Any]) -> float:
+    return 0.0
 
 
 __all__ = ["ATTEMPTS", "FAULTS", "Armed", "Write", "WriteFaults", "classify", "installed", "registered"]

@@ -50,6 +50,7 @@ class Client:
     host: FunctionHost
     thread: str = field(default_factory=lambda: f"t-{uuid.uuid4().hex[:10]}")
     told: list[Told] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # inputs answered "not applied" (409 thread_busy)
     sent: list[str] = field(default_factory=list)
     answers: list[tuple[str, int]] = field(default_factory=list)
     run_ids: set[str] = field(default_factory=set)
@@ -77,6 +78,8 @@ class Client:
         self.answers.append((text, response.status))
         if response.status == 200:
             self.told.append(Told(text, answer["checkpoint_id"]))
+        elif response.status == 409 and answer["error"]["code"] == "thread_busy":
+            self.refused.append(text)
         return response.status, answer
 
     async def keyed_turn(self, text: str, *, tries: int = 3, instance: Instance | None = None) -> int:
@@ -123,10 +126,14 @@ class Client:
                 self.told.append(Told(self.accepted[run_id], run.get("checkpoint_id")))
 
     async def delete(self, *, tries: int = 3) -> int:
+        """DELETE, retried after a failure; a 404 after a failed attempt means an earlier
+        attempt landed (the thread is gone): the client counts it as done, 204."""
         status = 0
-        for _ in range(tries):
+        for attempt in range(tries):
             status = (await self.host.request("DELETE", f"/api/threads/{self.thread}")).status
             self.answers.append(("DELETE", status))
+            if status == 404 and attempt > 0:
+                status = 204
             if status in (204, 404):
                 break
         self.deleted = status == 204
@@ -135,9 +142,7 @@ class Client:
     async def put_metadata(self, values: dict[str, str], *, tries: int = 2) -> int:
         status = 0
         for _ in range(tries):
-            response = await self.host.request(
-                "PUT", f"/api/threads/{self.thread}/metadata", json_body=values
-            )
+            response = await self.host.request("PUT", f"/api/threads/{self.thread}/metadata", json_body=values)
             status = response.status
             self.answers.append(("metadata", status))
             if status == 200:
@@ -214,9 +219,9 @@ async def stuck_records() -> list[str]:
     """Every record left non-final once requests and queue are done."""
     stuck: list[str] = []
     for name in await blob_names(layout.RUNS):
-        if name.endswith(".json") and (record := await read_json(name)) is not None:
-            if record.get("status") not in TERMINAL_RUNS:
-                stuck.append(f"{name}: run {record.get('status')}")
+        record = await read_json(name) if name.endswith(".json") else None
+        if record is not None and record.get("status") not in TERMINAL_RUNS:
+            stuck.append(f"{name}: run {record.get('status')}")
     for name in await blob_names(layout.RUN_ORDER):
         if (record := await read_json(name)) is not None and record.get("pending"):
             stuck.append(f"{name}: pending {[entry[0] for entry in record['pending']]}")
@@ -261,6 +266,8 @@ async def audit(client: Client) -> list[str]:
                 broken.append(f"lost turn: {told.text!r} was answered as a success, history is {texts}")
             if told.checkpoint_id is not None and told.checkpoint_id not in chain:
                 broken.append(f"lost turn: {told.text!r}'s checkpoint is not in the lineage")
+        told = {t.text for t in client.told}
+        broken += [f"answered 'not applied' but applied: {t!r}" for t in client.refused if t in texts and t not in told]
         doubled = sorted({t for t in texts if texts.count(t) > 1})
         broken += [f"doubled turn: {t!r} is {texts.count(t)} times in the history" for t in doubled]
     for run_id in client.accepted:

@@ -1,4 +1,4 @@
-"""The fault matrix: every registered write site × every fault, judged from storage alone.
+"""The fault matrix: every registered write site x every fault, judged from storage alone.
 
 The rows come from ``resumable/storage/write_sites.py``; ``CELLS`` names, for each site, the
 scenario that makes its write (a thread turn, sync and keyed; a background accept and its
@@ -28,11 +28,12 @@ import pytest
 
 from devtools import write_faults
 from devtools.function_host import FunctionHost
-from devtools.instances import Instance
+from devtools.instances import Instance, separate_instances
 from devtools.queue_runner import QueueRunner
 from devtools.webhook_receiver import WebhookReceiver
 from devtools.write_faults import WriteFaults
 from resumable.background import events as run_events
+from resumable.background import executor as run_executor
 from resumable.storage import clients as storage_client
 from resumable.storage import run_queue
 from resumable.storage.write_sites import BY_NAME
@@ -182,11 +183,13 @@ async def ctx(host: FunctionHost, queue_env: str, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("CALLBACK_RETRY_SCHEDULE", "0")
     # Flush a run's events at once, so even the default workflow's short runs write their log.
     monkeypatch.setattr(run_events, "FLUSH_SECONDS", 0.001)
+    # A message whose record never landed waits this long per delivery: not at all, here.
+    monkeypatch.setattr(run_executor, "RECORD_WAIT_SECONDS", 0.01)
     await storage_client.close_all()
     await run_queue.close_all()
     receiver = WebhookReceiver(CALLBACK_SECRET)
     await receiver.start()
-    with write_faults.installed(monkeypatch) as faults:
+    with write_faults.installed(monkeypatch) as faults, separate_instances(monkeypatch):
         yield Ctx(host, faults, QueueRunner(host), receiver, Instance())
         await storage_client.close_all()
         await run_queue.close_all()
@@ -225,8 +228,12 @@ async def test_fault_at_write_site(ctx: Ctx, site: str, scenario: str, fault: st
     client = Client(ctx.host)
     armed: list[Any] = []
 
-    async def rival() -> None:
-        await client.turn(f"rival-{len(armed)}", instance=ctx.other)
+    async def rival() -> None:  # another instance: a turn on the thread, or the same metadata PUT
+        with ctx.other.active():
+            if scenario.startswith("metadata"):
+                await ctx.host.request("PUT", f"/api/threads/{client.thread}/metadata", json_body={"by": "rival"})
+            else:
+                await client.turn(f"rival-{len(armed)}")
 
     def arm() -> None:
         armed.append(ctx.faults.arm(site, fault, rival=rival))
@@ -236,4 +243,4 @@ async def test_fault_at_write_site(ctx: Ctx, site: str, scenario: str, fault: st
     assert armed and armed[0].hits, f"{scenario} never wrote {site}: the cell tests nothing"
     assert not ctx.faults.unregistered, ctx.faults.unregistered
     broken = await audit(client)
-    assert not broken, f"{site} × {fault} in {scenario} (answers {client.answers}):\n" + "\n".join(broken)
+    assert not broken, f"{site} x {fault} in {scenario} (answers {client.answers}):\n" + "\n".join(broken)
