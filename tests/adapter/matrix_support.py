@@ -145,7 +145,7 @@ class Client:
             response = await self.host.request("PUT", f"/api/threads/{self.thread}/metadata", json_body=values)
             status = response.status
             self.answers.append(("metadata", status))
-            if status == 200:
+            if status < 500:  # a client retries an outage, never a 4xx
                 break
         return status
 
