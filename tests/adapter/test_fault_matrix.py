@@ -12,7 +12,7 @@ that site's first write in the scenario's faulted step:
 * ``rival``: another app instance commits a turn on the same thread just before the write.
 
 The client then retries as a client would (the same Idempotency-Key), the queue drains, and
-``matrix_support.audit`` checks no lost turn, no doubled turn, no stuck record, and nothing
+``tests/matrix_support.py``'s ``audit`` checks no lost turn, no doubled turn, no stuck record, and nothing
 left of a deleted thread. Every write request in every cell must map to a registered site
 (the run-time half of the registry's test). A cell that finds a defect another branch of
 issue 28 fixes is ``xfail(strict=True)`` and flips when that fix merges.
@@ -37,7 +37,7 @@ from resumable.background import executor as run_executor
 from resumable.storage import clients as storage_client
 from resumable.storage import layout, run_queue
 from resumable.storage.write_sites import BY_NAME
-from tests.adapter.matrix_support import Client, audit, read_json
+from tests.matrix_support import Client, audit, read_json
 from tests.conftest import CALLBACK_SECRET
 
 # Sites no turn, accept, delete or callback writes: the timer's housekeeping pass, whose

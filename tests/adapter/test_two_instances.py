@@ -20,7 +20,7 @@ import pytest
 from devtools.function_host import FunctionHost
 from devtools.instances import Instance, separate_instances
 from devtools.queue_runner import QueueRunner
-from tests.adapter.matrix_support import ASYNC, Client, audit, drain
+from tests.matrix_support import ASYNC, Client, audit, drain
 
 ROUNDS = 3
 
