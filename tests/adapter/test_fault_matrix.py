@@ -37,11 +37,11 @@ from resumable.background import executor as run_executor
 from resumable.storage import clients as storage_client
 from resumable.storage import layout, run_queue
 from resumable.storage.write_sites import BY_NAME
-from tests.matrix_support import Client, audit, read_json
 from tests.conftest import CALLBACK_SECRET
+from tests.matrix_support import Client, audit, read_json
 
-# Sites no turn, accept, delete or callback writes: the timer's housekeeping pass, whose
-# faults tests/library/test_housekeeping.py covers.
+# Sites no turn, accept, delete or callback writes: the timer's housekeeping pass
+# (tests/library/test_housekeeping.py covers a lost answer and a rival on its state record).
 NOT_IN_MATRIX = {
     "maintenance.state.create",
     "maintenance.state.replace",
