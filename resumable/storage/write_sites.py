@@ -75,6 +75,7 @@ EVENT_LOG = "resumable/background/events.py"
 RUN_QUEUE = "resumable/storage/run_queue.py"
 THREAD_DELETE = "resumable/threads/delete.py"
 HOUSEKEEPING = "resumable/threads/housekeeping.py"
+EVENT_SWEEP = "resumable/threads/event_sweep.py"
 RESPONSES_DELETE = "functions_adapter/responses_api.py"
 
 
@@ -123,7 +124,7 @@ SITES: tuple[WriteSite, ...] = (
         layout.CHECKPOINTS,
         Kind.DELETE,
         _record(layout.CHECKPOINTS),
-        (CHECKPOINT_STORE, THREAD_DELETE),
+        (CHECKPOINT_STORE,),  # deletion and the sweeps go through the store, which forgets its cache
         ("turn", "delete", "sweep"),
     ),
     *_records("thread.pointer", layout.THREADS, ("turn", "keyed", "execute", "fork", "delete")),
@@ -151,7 +152,16 @@ SITES: tuple[WriteSite, ...] = (
     ),
     WriteSite("run.events.create", layout.RUNS, Kind.APPEND_CREATE, _EVENTS, (EVENT_LOG,), ("execute",)),
     WriteSite("run.events.append", layout.RUNS, Kind.APPEND, _EVENTS, (EVENT_LOG,), ("execute",)),
-    WriteSite("run.events.delete", layout.RUNS, Kind.DELETE, _EVENTS, (THREAD_DELETE, RESPONSES_DELETE), ("delete",)),
+    WriteSite(
+        "run.events.delete",
+        layout.RUNS,
+        Kind.DELETE,
+        _EVENTS,
+        # DELETE of a thread or a response; a writer whose run's record is gone; the housekeeping
+        # pass's sweep of logs whose record is gone
+        (THREAD_DELETE, RESPONSES_DELETE, EVENT_LOG, EVENT_SWEEP),
+        ("delete", "execute", "sweep"),
+    ),
     WriteSite("container.create", "", Kind.CONTAINER, "", (UPLOAD_NEW,), ("turn", "execute")),
     WriteSite("queue.send", "", Kind.SEND, "", (RUN_QUEUE,), ("accept", "execute", "callback")),
     WriteSite("queue.create", "", Kind.QUEUE, "", (RUN_QUEUE,), ("accept",)),

@@ -91,15 +91,6 @@ ITEM_1 = (
     "instance before the SDK's retry answers 409 'not applied' and deletes its checkpoint, now "
     "the head's parent (fixed on branch i28-threads-records)"
 )
-ITEM_3 = (
-    "issue 28 item 3: an outage on the run-order write fails the keyed accept (503), and the "
-    "keyed retry gets a 202 for a run that never runs (fixed on branch i28-background-accept)"
-)
-ITEM_4 = (
-    "issue 28 item 4: a finished run's entry stays in run-order/ when its removal fails; nothing "
-    "removes it later (fixed on branch i28-background-accept: every message of a thread turn "
-    "drains its thread)"
-)
 ITEM_5 = (
     "issue 28 item 5: a metadata PUT without If-Match answers 412 when another write lands "
     "between its read and its write, or its own replace's answer is lost (fixed on branch "
@@ -115,10 +106,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
     ("thread.metadata.replace", "metadata", "retry"): ITEM_5,
     ("thread.metadata.replace", "metadata", "rival"): ITEM_5,
     ("thread.metadata.replace", "metadata", "retry_rival"): ITEM_5,
-    ("run.order.create", "background", "outage"): ITEM_3,
-    ("run.order.replace", "background", "outage"): ITEM_3,
-    ("run.order.delete", "background", "outage"): ITEM_4,
-    ("callback.create", "callback", "outage"): ITEM_4,
 }
 
 
@@ -204,13 +191,9 @@ RUN_WRITES = [
     "callback.create",
 ]
 ERASURE: dict[str, str] = {
-    "run.events.create": (
-        "issue 28 item 6: the run's event writer recreates runs/<run_id>/events-1.jsonl after the "
-        "DELETE answered 204 (fixed on branch i28-erasure)"
-    ),
     "callback.create": (
         "issue 28 section 2.2: the run's callback record (its URL and thread) is created after the "
-        "DELETE answered 204 and stays pending; still open: it fails on i28-erasure too"
+        "DELETE answered 204 and stays pending; still open after the erasure merge"
     ),
 }
 
