@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from fastapi import Request, Response
 
@@ -29,6 +31,12 @@ _ETAG = re.compile(r'(W/)?"[\x21\x23-\x7e]*"')
 
 async def gate(request: Request, settings: Settings, route: str, thread_id: str) -> None:
     """Validate the ID, then ask the authorizer (with the thread's metadata) before anything else."""
+    await gate_headers(request.headers, settings, route, thread_id)
+
+
+async def gate_headers(headers: Mapping[str, str], settings: Settings, route: str, thread_id: str) -> None:
+    """``gate`` for callers that are not an HTTP route (MCP tools): the same check, given the
+    headers the call arrived with."""
     validate_id(thread_id, kind="thread_id")
     if settings.thread_authorizer:
         metadata = await ThreadMetadata(container_for(settings)).get(thread_id)
@@ -36,7 +44,7 @@ async def gate(request: Request, settings: Settings, route: str, thread_id: str)
             settings.thread_authorizer,
             route=route,
             thread_id=thread_id,
-            headers=request.headers,
+            headers=headers,
             metadata=metadata.values,
         )
 
@@ -45,6 +53,12 @@ async def get_thread(request: Request, thread_id: str) -> Response:
     """The pointer, its recent lineage and the metadata (with its ETag)."""
     settings = load_settings()
     await gate(request, settings, "threads/{thread_id}", thread_id)
+    body, etag = await thread_view(settings, thread_id)
+    return json_response(body, headers={"ETag": etag} if etag else None)
+
+
+async def thread_view(settings: Settings, thread_id: str) -> tuple[dict[str, Any], str | None]:
+    """What ``GET /api/threads/{id}`` answers (after the gate): the body and the metadata's ETag."""
     service = build_service(settings)
     metadata = await ThreadMetadata(container_for(settings)).get(thread_id)
     head = await live_head(service.pointers, service.store, thread_id)
@@ -56,7 +70,7 @@ async def get_thread(request: Request, thread_id: str) -> Response:
         else {"thread_id": thread_id, "checkpoint_id": None, "turns": 0, "recent_checkpoint_ids": []}
     )
     body["metadata"] = metadata.values
-    return json_response(body, headers={"ETag": metadata.etag} if metadata.etag else None)
+    return body, metadata.etag
 
 
 async def get_history(request: Request, thread_id: str) -> Response:
