@@ -43,6 +43,11 @@ def _text(result: Any) -> str:
 @pytest.mark.parametrize("mode", ["auto", "legacy"])  # server/discover (2.x), initialize (1.x)
 async def test_the_client_connects_and_lists_the_tools(served: Serving, mode: str) -> None:
     async with Client(_url(served), mode=mode) as client:
+        # Which handshake ran: the 2.x probe was answered, or the 1.x initialize was sent.
+        if mode == "auto":
+            assert client.session.discover_result is not None and client.session.initialize_result is None
+        else:
+            assert client.session.initialize_result is not None and client.session.discover_result is None
         tools = {t.name: t for t in (await client.list_tools()).tools}
     assert sorted(tools) == ["get_thread", "run_turn"]
     run_turn = tools["run_turn"]
