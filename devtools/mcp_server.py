@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
@@ -30,6 +31,7 @@ from starlette.routing import Route
 
 from devtools.function_host import FunctionHost, Trigger
 
+ROOT = Path(__file__).resolve().parent.parent
 MCP_PATH = "/runtime/webhooks/mcp"
 TOOL_TRIGGER = "mcpToolTrigger"
 
@@ -99,7 +101,20 @@ def build_server(host: FunctionHost) -> Server[Any]:
             raise MCPError(types.INTERNAL_ERROR, "The tool function did not return a call_tool_result.")
         return types.CallToolResult.model_validate(json.loads(envelope["content"]))
 
-    return Server("resumable-workflows", version="local", on_list_tools=list_tools, on_call_tool=call_tool)
+    options = _host_options()
+    return Server(
+        options.get("serverName", "Azure Functions MCP server"),
+        version=options.get("serverVersion", "1.0.0"),
+        instructions=options.get("instructions"),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def _host_options() -> dict[str, str]:
+    """host.json's ``extensions.mcp`` (server name, version, instructions), as the host reads it."""
+    host_json = json.loads((ROOT / "host.json").read_text())
+    return dict(host_json.get("extensions", {}).get("mcp", {}))
 
 
 @asynccontextmanager

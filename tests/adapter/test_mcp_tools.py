@@ -8,6 +8,7 @@ JSON, its ``call_tool_result`` envelope decoded. Over real HTTP with the ``mcp``
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 
 from devtools.function_host import FunctionHost
 from devtools.op_counter import OperationCounter
+from tests import recording_workflow
 
 
 async def _tool(host: FunctionHost, tool: str, arguments: Any, headers: dict[str, str] | None = None) -> Any:
@@ -103,3 +105,29 @@ async def test_a_malformed_context_is_a_tool_error(host: FunctionHost) -> None:
     envelope = json.loads(await trigger.handler(context="not json"))
     result = json.loads(envelope["content"])
     assert result["isError"] is True and result["structuredContent"]["error"]["code"] == "invalid_request"
+
+
+async def test_a_busy_thread_is_a_tool_error_with_retry_after_and_commits_nothing(recording: FunctionHost) -> None:
+    await _http_turn(recording, "busy", "first")
+    running = asyncio.ensure_future(_http_turn(recording, "busy", "wait here"))
+    await asyncio.wait_for(recording_workflow.WAITING.wait(), 10)
+    refused = await _tool(recording, "run_turn", {"thread_id": "busy", "message": "me too"})
+    recording_workflow.RELEASE.set()
+    committed = await running
+    assert refused["isError"] is True
+    assert refused["structuredContent"]["error"]["code"] == "thread_busy"
+    assert (refused["structuredContent"]["status"], refused["structuredContent"]["retry_after"]) == (409, 1)
+    thread = await _tool(recording, "get_thread", {"thread_id": "busy"})
+    assert thread["structuredContent"]["checkpoint_id"] == committed["checkpoint_id"]
+    assert thread["structuredContent"]["turns"] == 2  # the refused call added nothing
+
+
+async def test_after_a_delete_the_thread_is_gone_for_mcp_too(host: FunctionHost) -> None:
+    first = await _tool(host, "run_turn", {"thread_id": "erased", "message": "remember me"})
+    assert first["isError"] is False
+    assert (await host.request("DELETE", "/api/threads/erased")).status == 204
+    gone = await _tool(host, "get_thread", {"thread_id": "erased"})
+    assert gone["structuredContent"]["error"]["code"] == "thread_not_found"
+    again = await _tool(host, "run_turn", {"thread_id": "erased", "message": "anyone?"})
+    assert again["structuredContent"]["thread_created"] is True
+    assert "remember me" not in again["content"][0]["text"]  # nothing of the deleted thread survives

@@ -47,7 +47,11 @@ async def test_the_client_connects_and_lists_the_tools(served: Serving, mode: st
         if mode == "auto":
             assert client.session.discover_result is not None and client.session.initialize_result is None
         else:
-            assert client.session.initialize_result is not None and client.session.discover_result is None
+            initialized = client.session.initialize_result
+            assert initialized is not None and client.session.discover_result is None
+            # host.json's extensions.mcp, as the host's extension reads it.
+            assert initialized.server_info.name == "resumable-workflows"
+            assert initialized.instructions and "run_turn" in initialized.instructions
         tools = {t.name: t for t in (await client.list_tools()).tools}
     assert sorted(tools) == ["get_thread", "run_turn"]
     run_turn = tools["run_turn"]
