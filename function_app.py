@@ -167,6 +167,22 @@ async def mcp_get_thread(context: str) -> str:
     return await trigger.handle(mcp.GET_THREAD, context)
 
 
+@app.mcp_tool_trigger(**_mcp_tool(mcp.TOOLS[mcp.START_TURN]))  # type: ignore[arg-type]
+async def mcp_start_turn(context: str) -> str:
+    """MCP ``start_turn``: the turn as a background run (``"background": true`` on the thread route)."""
+    from functions_adapter.mcp import trigger  # noqa: PLC0415 - on first use
+
+    return await trigger.handle(mcp.START_TURN, context)
+
+
+@app.mcp_tool_trigger(**_mcp_tool(mcp.TOOLS[mcp.GET_RUN]))  # type: ignore[arg-type]
+async def mcp_get_run(context: str) -> str:
+    """MCP ``get_run``: a background run's status and result, as ``GET /api/runs/{id}``."""
+    from functions_adapter.mcp import trigger  # noqa: PLC0415 - on first use
+
+    return await trigger.handle(mcp.GET_RUN, context)
+
+
 @app.timer_trigger(schedule="0 17 * * * *", arg_name="timer", run_on_startup=False)
 async def sweep_orphan_checkpoints(timer: func.TimerRequest) -> None:
     """Hourly at :17, a budgeted slice of the daily pass: delete thread checkpoints no thread

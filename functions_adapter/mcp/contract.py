@@ -12,8 +12,11 @@ from typing import Any
 
 RUN_TURN = "run_turn"
 GET_THREAD = "get_thread"
+START_TURN = "start_turn"
+GET_RUN = "get_run"
 
 _THREAD_ID = {"type": "string", "description": "The thread (conversation) ID; a new ID starts a thread."}
+
 _PENDING = {
     "type": "array",
     "items": {
@@ -60,6 +63,21 @@ class Tool:
         )
 
 
+_TURN_INPUT = (
+    Property("thread_id", "string", _THREAD_ID["description"], required=True),
+    Property("message", "string", "The user's message for this turn."),
+    Property("responses", "object", "Answers to pending requests: {request_id: answer}."),
+)
+_RUN = {
+    "type": "object",
+    "properties": {
+        "run_id": {"type": "string"},
+        "status": {"type": "string"},
+        "thread_id": {"type": ["string", "null"]},
+    },
+    "required": ["run_id", "status", "thread_id"],
+}
+
 TOOLS: dict[str, Tool] = {
     RUN_TURN: Tool(
         name=RUN_TURN,
@@ -68,11 +86,7 @@ TOOLS: dict[str, Tool] = {
             "human-in-the-loop requests with 'responses' (request ID -> answer). The result's text is "
             "the reply; its structured content names the new checkpoint and any pending requests."
         ),
-        properties=(
-            Property("thread_id", "string", _THREAD_ID["description"], required=True),
-            Property("message", "string", "The user's message for this turn."),
-            Property("responses", "object", "Answers to pending requests: {request_id: answer}."),
-        ),
+        properties=_TURN_INPUT,
         output_schema={
             "type": "object",
             "properties": {
@@ -101,5 +115,26 @@ TOOLS: dict[str, Tool] = {
             },
             "required": ["thread_id", "checkpoint_id", "turns", "recent_checkpoint_ids", "metadata"],
         },
+    ),
+    START_TURN: Tool(
+        name=START_TURN,
+        description=(
+            "Start a turn as a background run and return at once with its run_id (for turns longer than "
+            "a tool call should wait); the thread's turns run in order. Follow it with get_run."
+        ),
+        properties=_TURN_INPUT,
+        output_schema=_RUN,
+    ),
+    GET_RUN: Tool(
+        name=GET_RUN,
+        description=(
+            "A background run's status (queued, running, succeeded, failed, cancelled) and, once it "
+            "succeeded, its reply; wait_seconds (up to 60) holds the answer until the run finishes."
+        ),
+        properties=(
+            Property("run_id", "string", "The run_id start_turn returned.", required=True),
+            Property("wait_seconds", "integer", "Wait up to this many seconds (0-60) for the run to finish."),
+        ),
+        output_schema=_RUN,
     ),
 }

@@ -21,11 +21,11 @@ from resumable.base.errors import InvalidRequest, PayloadTooLarge, ResumeError, 
 from resumable.core.run_owner import RunOwner
 
 from .. import thread_api
-from ..settings import SettingsError
+from ..settings import Settings, SettingsError
 from ..status_map import headers_of, status_of
 from ..turns import build_turn
 from ..wiring import MISCONFIGURED, build_service, load_settings
-from .contract import GET_THREAD, RUN_TURN, TOOLS
+from .contract import GET_RUN, GET_THREAD, RUN_TURN, START_TURN, TOOLS
 
 logger = logging.getLogger(__name__)
 
@@ -57,20 +57,37 @@ def error_result(error: ResumeError) -> ToolResult:
     return ToolResult(f"{error.code}: {error.message}", body, is_error=True)
 
 
-def _arguments(tool: str, arguments: Any) -> dict[str, Any]:
-    """The arguments as an object with only the tool's properties and a string ``thread_id``."""
+def arguments_of(tool: str, arguments: Any) -> dict[str, Any]:
+    """The arguments as an object with only the tool's properties, its required IDs strings."""
     if not isinstance(arguments, dict):
         raise InvalidRequest("The arguments must be an object.")
     allowed = {p.name for p in TOOLS[tool].properties}
     unknown = sorted(set(arguments) - allowed)
     if unknown:
         raise InvalidRequest(f"Unknown argument(s): {', '.join(unknown)}.", details={"allowed": sorted(allowed)})
-    if not isinstance(arguments.get("thread_id"), str):
-        raise InvalidRequest("'thread_id' must be a string.")
+    for prop in TOOLS[tool].properties:
+        if prop.required and not isinstance(arguments.get(prop.name), str):
+            raise InvalidRequest(f"'{prop.name}' must be a string.")
     return arguments
 
 
-def _reply_text(body: dict[str, Any]) -> str:
+def turn_body(args: dict[str, Any], settings: Settings, *, background: bool = False) -> bytes:
+    """The body ``POST /api/threads/{id}/runs`` would get for this call (checked there, by
+    the one parser); only the MCP-specific shapes are checked here."""
+    message, responses = args.get("message"), args.get("responses")
+    if message is not None and not isinstance(message, str):
+        raise InvalidRequest("'message' must be a string.")
+    if responses is not None and not isinstance(responses, dict):
+        raise InvalidRequest("'responses' must be an object of {request_id: answer}.")
+    fields = {"messages": message, "responses": responses, "background": True if background else None}
+    body = strict_json.dumps({k: v for k, v in fields.items() if v is not None})
+    if len(body) > settings.max_request_bytes:
+        raise PayloadTooLarge(f"The turn is over the {settings.max_request_bytes}-byte limit.")
+    return body
+
+
+def reply_text(body: dict[str, Any]) -> str:
+    """A turn result's assistant messages, or what its pending requests ask."""
     replies = [m["content"] for m in body.get("messages", []) if m.get("role") == "assistant" and m.get("content")]
     if replies:
         return "\n\n".join(replies)
@@ -82,17 +99,10 @@ def _reply_text(body: dict[str, Any]) -> str:
 
 
 async def run_turn(arguments: Any, headers: Mapping[str, str]) -> ToolResult:
-    args = _arguments(RUN_TURN, arguments)
-    thread_id, message, responses = args["thread_id"], args.get("message"), args.get("responses")
-    if message is not None and not isinstance(message, str):
-        raise InvalidRequest("'message' must be a string.")
-    if responses is not None and not isinstance(responses, dict):
-        raise InvalidRequest("'responses' must be an object of {request_id: answer}.")
+    args = arguments_of(RUN_TURN, arguments)
+    thread_id = args["thread_id"]
     settings = load_settings()
-    fields = {"messages": message, "responses": responses}
-    body = strict_json.dumps({k: v for k, v in fields.items() if v is not None})
-    if len(body) > settings.max_request_bytes:
-        raise PayloadTooLarge(f"The turn is over the {settings.max_request_bytes}-byte limit.")
+    body = turn_body(args, settings)
     await thread_api.gate_headers(headers, settings, "threads/{thread_id}/runs", thread_id)
     turn = build_turn(settings, build_service(settings), body, thread_id=thread_id)
     result = json.loads(await RunOwner(turn.runner, turn.request).result())
@@ -105,11 +115,11 @@ async def run_turn(arguments: Any, headers: Mapping[str, str]) -> ToolResult:
         # A first turn, or one that restarted an expired thread (THREAD_EXPIRED=restart).
         "thread_created": bool(result.get("thread_created")) or result["previous_checkpoint_id"] is None,
     }
-    return ToolResult(_reply_text(result), structured)
+    return ToolResult(reply_text(result), structured)
 
 
 async def get_thread(arguments: Any, headers: Mapping[str, str]) -> ToolResult:
-    thread_id = _arguments(GET_THREAD, arguments)["thread_id"]
+    thread_id = arguments_of(GET_THREAD, arguments)["thread_id"]
     settings = load_settings()
     await thread_api.gate_headers(headers, settings, "threads/{thread_id}", thread_id)
     body, _ = await thread_api.thread_view(settings, thread_id)
@@ -117,9 +127,23 @@ async def get_thread(arguments: Any, headers: Mapping[str, str]) -> ToolResult:
     return ToolResult(f"Thread {thread_id}: {body['turns']} turn(s), head checkpoint {head}.", body)
 
 
+async def _start_turn(arguments: Any, headers: Mapping[str, str]) -> ToolResult:
+    from . import background  # noqa: PLC0415 - on first use, as the HTTP routes load background runs
+
+    return await background.start_turn(arguments, headers)
+
+
+async def _get_run(arguments: Any, headers: Mapping[str, str]) -> ToolResult:
+    from . import background  # noqa: PLC0415 - on first use
+
+    return await background.get_run(arguments, headers)
+
+
 HANDLERS: dict[str, Callable[[Any, Mapping[str, str]], Awaitable[ToolResult]]] = {
     RUN_TURN: run_turn,
     GET_THREAD: get_thread,
+    START_TURN: _start_turn,
+    GET_RUN: _get_run,
 }
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from devtools.function_host import FunctionHost
 from devtools.op_counter import OperationCounter
+from devtools.queue_runner import QueueRunner
 from tests import recording_workflow
 
 
@@ -131,3 +132,32 @@ async def test_after_a_delete_the_thread_is_gone_for_mcp_too(host: FunctionHost)
     again = await _tool(host, "run_turn", {"thread_id": "erased", "message": "anyone?"})
     assert again["structuredContent"]["thread_created"] is True
     assert "remember me" not in again["content"][0]["text"]  # nothing of the deleted thread survives
+
+
+async def test_start_turn_runs_in_the_background_and_get_run_reports_it(host: FunctionHost, queue_env: str) -> None:
+    await _http_turn(host, "later", "first")
+    started = await _tool(host, "start_turn", {"thread_id": "later", "message": "in the background"})
+    assert started["isError"] is False, started
+    run = started["structuredContent"]
+    assert (run["status"], run["thread_id"]) == ("queued", "later")
+    queued = await _tool(host, "get_run", {"run_id": run["run_id"]})
+    assert queued["structuredContent"]["status"] == "queued"
+    # The same run through the HTTP API: one record, one queue.
+    assert (await (await host.request("GET", f"/api/runs/{run['run_id']}")).json())["status"] == "queued"
+
+    await QueueRunner(host).run_until_idle()
+    done = await _tool(host, "get_run", {"run_id": run["run_id"], "wait_seconds": 5})
+    assert done["isError"] is False
+    status = done["structuredContent"]
+    assert status["status"] == "succeeded"
+    assert done["content"][0]["text"].startswith('turn 2: you said "in the background"')
+    thread = await _tool(host, "get_thread", {"thread_id": "later"})
+    assert thread["structuredContent"]["checkpoint_id"] == status["result"]["checkpoint_id"]
+
+    for arguments, code in (
+        ({"run_id": "no-such-run"}, "run_not_found"),
+        ({"run_id": run["run_id"], "wait_seconds": 61}, "invalid_request"),
+        ({"run_id": run["run_id"], "wait_seconds": "5"}, "invalid_request"),
+    ):
+        refused = await _tool(host, "get_run", arguments)
+        assert refused["isError"] is True and refused["structuredContent"]["error"]["code"] == code

@@ -53,7 +53,7 @@ async def test_the_client_connects_and_lists_the_tools(served: Serving, mode: st
             assert initialized.server_info.name == "resumable-workflows"
             assert initialized.instructions and "run_turn" in initialized.instructions
         tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert sorted(tools) == ["get_thread", "run_turn"]
+    assert sorted(tools) == ["get_run", "get_thread", "run_turn", "start_turn"]
     run_turn = tools["run_turn"]
     assert run_turn.input_schema["required"] == ["thread_id"]
     assert set(run_turn.input_schema["properties"]) == {"thread_id", "message", "responses"}
@@ -132,3 +132,22 @@ async def test_refusals_are_tool_errors_with_our_codes(served: Serving) -> None:
         "bad_id": ("invalid_request", 400),
         "extra": ("invalid_request", 400),
     }
+
+
+async def test_a_long_turn_as_a_background_run(served: Serving) -> None:
+    thread_id = _thread()
+    async with Client(_url(served)) as client:
+        started = await client.call_tool("start_turn", {"thread_id": thread_id, "message": "take your time"})
+        assert not started.is_error, _text(started)
+        assert started.structured_content is not None
+        run_id = started.structured_content["run_id"]
+        # serve.sh's queue runner executes it; wait_seconds holds the answer until it finished.
+        for _ in range(10):
+            done = await client.call_tool("get_run", {"run_id": run_id, "wait_seconds": 10})
+            assert not done.is_error and done.structured_content is not None
+            if done.structured_content["status"] == "succeeded":
+                break
+        else:
+            pytest.fail(f"run {run_id} did not finish: {done.structured_content}")
+    assert _text(done).startswith('turn 1: you said "take your time"')
+    assert done.structured_content["thread_id"] == thread_id

@@ -57,7 +57,12 @@ HTTP_FUNCTIONS = {
     "health": ("health", {"GET"}, "ANONYMOUS"),
 }
 QUEUE_FUNCTIONS = {"run_in_background": "%RUNS_QUEUE%", "fail_poisoned_run": "%RUNS_QUEUE%-poison"}
-MCP_FUNCTIONS = {"mcp_run_turn": "run_turn", "mcp_get_thread": "get_thread"}
+MCP_FUNCTIONS = {
+    "mcp_run_turn": "run_turn",
+    "mcp_get_thread": "get_thread",
+    "mcp_start_turn": "start_turn",
+    "mcp_get_run": "get_run",
+}
 TIMER = "sweep_orphan_checkpoints"
 
 
@@ -264,10 +269,14 @@ async def test_the_mcp_tool_triggers_are_indexed_and_invoked_as_the_mcp_extensio
         assert (trigger["type"], trigger["direction"], trigger["name"]) == ("mcpToolTrigger", "IN", "context")
         assert trigger["toolName"] == tool and trigger["description"]
         assert trigger["useResultSchema"] is True  # the function returns the whole CallToolResult
-        properties = {p["propertyName"]: p for p in json.loads(trigger["toolProperties"])}
-        assert properties["thread_id"]["isRequired"] is True and properties["thread_id"]["propertyType"] == "string"
+        properties = json.loads(trigger["toolProperties"])
+        assert all(set(p) == {"propertyName", "propertyType", "description", "isRequired"} for p in properties)
+        (required,) = [p for p in properties if p["isRequired"]]  # the thread or run ID
+        assert (required["propertyName"], required["propertyType"]) == (
+            "run_id" if tool == "get_run" else "thread_id",
+            "string",
+        )
         assert json.loads(trigger["outputSchema"])["type"] == "object"
-    assert set(properties) == {"thread_id"}  # get_thread's; run_turn's are checked over HTTP
 
     thread_id = f"mcp-{uuid.uuid4().hex[:8]}"
     # What the extension binds (McpToolTriggerBinding): the trigger value is the tool context
