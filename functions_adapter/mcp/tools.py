@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from resumable.base import strict_json
+from opentelemetry import propagate, trace
+from opentelemetry.trace import SpanKind
+
+from resumable.base import strict_json, tracing
 from resumable.base.errors import InvalidRequest, PayloadTooLarge, ResumeError, ServerMisconfigured
 from resumable.core.run_owner import RunOwner
 
@@ -148,8 +152,37 @@ HANDLERS: dict[str, Callable[[Any, Mapping[str, str]], Awaitable[ToolResult]]] =
 
 
 async def call_tool(name: str, arguments: Any, headers: Mapping[str, str]) -> ToolResult:
-    """Run tool ``name``; every failure is an error result (as ``request_trace.guarded`` maps
-    an HTTP handler's: documented errors as such, anything else as ``internal_error``)."""
+    """Run tool ``name`` as one request: a SERVER span (the caller's ``traceparent`` its
+    parent), a request ID, one log line; every failure is an error result."""
+    started = time.perf_counter()
+    span = tracing.tracer.start_span(
+        f"mcp {name}",
+        context=propagate.extract(dict(headers)),
+        kind=SpanKind.SERVER,
+        attributes={"mcp.tool": name},
+    )
+    with trace.use_span(span, end_on_exit=True):
+        request_id = tracing.new_request_id(span)
+        result = await _guarded(name, arguments, headers)
+        code = result.structured["error"]["code"] if result.is_error else None
+        if code is not None:
+            span.set_attribute("error.type", code)
+    logger.info(
+        "mcp tool completed",
+        extra={
+            "request_id": request_id,
+            "tool": name,
+            "error_code": code,
+            "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+        },
+    )
+    return result
+
+
+async def _guarded(name: str, arguments: Any, headers: Mapping[str, str]) -> ToolResult:
+    """As ``request_trace.guarded`` maps an HTTP handler's failures: documented errors as
+    such, a late configuration error as ``server_misconfigured``, anything else as
+    ``internal_error`` (details only in the log)."""
     handler = HANDLERS.get(name)
     try:
         if handler is None:

@@ -161,3 +161,23 @@ async def test_start_turn_runs_in_the_background_and_get_run_reports_it(host: Fu
     ):
         refused = await _tool(host, "get_run", arguments)
         assert refused["isError"] is True and refused["structuredContent"]["error"]["code"] == code
+
+
+async def test_a_failing_workflow_and_a_bug_are_tool_errors_that_leak_nothing(
+    recording: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failed = await _tool(recording, "run_turn", {"thread_id": "failing", "message": "please fail"})
+    assert failed["isError"] is True
+    assert (failed["structuredContent"]["error"]["code"], failed["structuredContent"]["status"]) == (
+        "workflow_failed",
+        500,
+    )
+    assert "/home/app/x.py" not in json.dumps(failed)  # the workflow's exception stays in the log
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("secret internal detail")
+
+    monkeypatch.setattr("functions_adapter.mcp.tools.build_turn", broken)
+    bug = await _tool(recording, "run_turn", {"thread_id": "failing", "message": "again"})
+    assert bug["isError"] is True and bug["structuredContent"]["error"]["code"] == "internal_error"
+    assert "secret" not in json.dumps(bug)
