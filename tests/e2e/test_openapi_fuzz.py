@@ -57,5 +57,7 @@ def test_every_answer_matches_the_document(case: schemathesis.Case, served: Serv
         # The document's request schemas are a superset: the parsers also hold rules across
         # fields ("messages or checkpoint_id", "messages xor responses") and on values
         # (a non-empty message) that a request schema does not spell, and answer them 400.
-        excluded_checks=[schemathesis.checks.positive_data_acceptance],
+        # Function keys are checked by the Functions host in Azure, not by the app, and not
+        # locally (as with func start): "accepts invalid authentication" holds by design here.
+        excluded_checks=[schemathesis.checks.positive_data_acceptance, schemathesis.checks.ignored_auth],
     )
