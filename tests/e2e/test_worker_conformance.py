@@ -55,6 +55,7 @@ HTTP_FUNCTIONS = {
     "cancel_response": ("responses/{response_id}/cancel", {"POST"}, "FUNCTION"),
     "response_input_items": ("responses/{response_id}/input_items", {"GET"}, "FUNCTION"),
     "health": ("health", {"GET"}, "ANONYMOUS"),
+    "openapi": ("openapi.json", {"GET"}, "ANONYMOUS"),
 }
 QUEUE_FUNCTIONS = {"run_in_background": "%RUNS_QUEUE%", "fail_poisoned_run": "%RUNS_QUEUE%-poison"}
 MCP_FUNCTIONS = {
