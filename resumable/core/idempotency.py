@@ -27,7 +27,7 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 from azure.storage.blob.aio import ContainerClient
 
@@ -35,6 +35,7 @@ from ..base.errors import ClaimLost, IdempotencyRecordUnreadable, RequestInProgr
 from ..storage import layout
 from ..storage.blob_records import RecordUnreadable
 from ..storage.record_store import DELETE, RecordContended, RecordStore, Stored
+from .commit_ledger import CommitLedger
 from .idempotency_record import (
     COMMITTING,
     COMPLETED,
@@ -58,10 +59,6 @@ PREFIX = layout.IDEMPOTENCY
 # is taken to belong to a worker that died.
 CLAIM_SECONDS = 300
 RENEW_SECONDS = 60
-# Whether a checkpoint was committed (saved; for a thread turn, in its lineage), and a
-# committed checkpoint's metadata (None: no such checkpoint): ``RunService``'s.
-CommitCheck = Callable[[str, str | None], Awaitable[bool]]
-CheckpointMetadata = Callable[[str], Awaitable[object]]
 
 
 class _CheckCommit(Exception):
@@ -77,13 +74,12 @@ class IdempotencyStore:
         container: ContainerClient,
         *,
         ttl_seconds: int,
-        committed: CommitCheck,
-        metadata: CheckpointMetadata | None = None,
+        ledger: CommitLedger,
     ) -> None:
         self._records = RecordStore(container, PREFIX, KeyRecord)
         self._ttl = ttl_seconds
-        self._committed = committed
-        self._metadata = metadata
+        # Whether a claim's checkpoint committed: the one ledger (``commit_ledger``).
+        self._ledger = ledger
 
     async def _update(self, name: str, change: Callable[..., object], **kwargs: object) -> Stored[KeyRecord] | None:
         try:
@@ -141,8 +137,8 @@ class IdempotencyStore:
     async def _outcome(self, record: KeyRecord) -> KeyRecord | None:
         """``record`` with its final response if the checkpoint it names was committed, else None."""
         if record.state == COMMITTING:
-            return record if await self._committed(str(record.checkpoint_id), record.thread_id) else None
-        found = None if self._metadata is None else await self._metadata(str(record.checkpoint_id))
+            return record if await self._ledger.committed(str(record.checkpoint_id), record.thread_id) else None
+        found = await self._ledger.saved_metadata(str(record.checkpoint_id))
         if found is None:
             return None
         response = embedded(found, record.fingerprint)
@@ -160,7 +156,7 @@ class IdempotencyStore:
         name = record_name(key, kind)
         token = uuid.uuid4().hex
         replay: list[StoredResponse] = []
-        planned = str(uuid.uuid4()) if plan_checkpoint and self._metadata is not None else None
+        planned = str(uuid.uuid4()) if plan_checkpoint else None
         claim = KeyRecord(IN_PROGRESS, request_fingerprint, token=token, claimed_at=time.time(), checkpoint_id=planned)
         written = await self._claim_or_replay(
             name, kind, claim, on_completed=lambda r: replay.append(stored_response(r))
