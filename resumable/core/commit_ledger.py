@@ -89,7 +89,9 @@ class CommitLedger:
 def _stored_before(info: CheckpointInfo, target: CheckpointInfo) -> bool:
     """``info``'s blob was created strictly before ``target``'s, by the storage service's
     clock (whole seconds: equal times prove nothing). Unknown times prove nothing either."""
-    return info.created_epoch < target.created_epoch  # OLD: the writers' clocks
+    if info.stored_at is None or target.stored_at is None:
+        return False
+    return info.stored_at < target.stored_at
 
 
 __all__ = ["LINEAGE_WALK_LIMIT", "CommitLedger"]

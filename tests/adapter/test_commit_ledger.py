@@ -1,4 +1,4 @@
-""""Did checkpoint X commit?" has one answer (``resumable/core/commit_ledger.py``), and every
+""" "Did checkpoint X commit?" has one answer (``resumable/core/commit_ledger.py``), and every
 path that asks gets it: an idempotent replay, a background run's commit check, a fork.
 
 The case that matters is a thread turn that committed and was then built upon: it is no
@@ -77,9 +77,12 @@ async def test_the_background_commit_check_finds_a_turn_that_others_built_on(
     record = RunRecord("run-1", b"{}", "f", b"{}", 0.0, status=RUNNING, thread_id=THREAD, commits=(intent,))
     assert await CommitCheck(service.ledger).committed(record) == b"the run's response"
     another_attempt = CommitIntent("attempt-2", committed, "2020-01-01T00:00:00+00:00", b"not this", 0.0)
-    assert await CommitCheck(service.ledger).committed(
-        RunRecord("run-2", b"{}", "f", b"{}", 0.0, status=RUNNING, thread_id=THREAD, commits=(another_attempt,))
-    ) is None  # the checkpoint under that ID is another attempt's save
+    assert (
+        await CommitCheck(service.ledger).committed(
+            RunRecord("run-2", b"{}", "f", b"{}", 0.0, status=RUNNING, thread_id=THREAD, commits=(another_attempt,))
+        )
+        is None
+    )  # the checkpoint under that ID is another attempt's save
 
 
 @pytest.mark.parametrize("skew", SKEWS)
