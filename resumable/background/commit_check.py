@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from ..core.commit_ledger import CommitLedger
 from ..storage.record_store import Stored
-from .schema import CLOCK_RESOLUTION, RunRecord
+from ..storage.service_clock import CLOCK_RESOLUTION
+from .schema import RunRecord
 
 # Well above one commit's writes (a save and a pointer move, each at most three tries of
 # a 10 s timeout) plus a stalled loop: past it, an attempt's commit can no longer land.

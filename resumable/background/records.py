@@ -17,10 +17,10 @@ from azure.storage.blob.aio import ContainerClient
 from ..base.errors import RunRecordUnreadable
 from ..storage.blob_records import RecordConflict, RecordUnreadable
 from ..storage.record_store import UNREAD, Change, RecordContended, RecordStore, Stored
+from ..storage.service_clock import CLOCK_RESOLUTION
 from .schema import (
     CANCELLED,
     CANCELLED_ERROR,
-    CLOCK_RESOLUTION,
     FAILED,
     PREFIX,
     QUEUED,

@@ -25,8 +25,6 @@ from .events import LoggedEvent
 
 PREFIX = layout.RUNS
 V1_LEASE_SECONDS = 60.0
-# Last-Modified and Date have whole seconds: an age read from them is this far off at most.
-CLOCK_RESOLUTION = 1.0
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
 TERMINAL = frozenset({SUCCEEDED, FAILED, CANCELLED})
 _STATUSES = frozenset({QUEUED, RUNNING}) | TERMINAL

@@ -24,6 +24,7 @@ write goes through ``RecordStore.update``: a write whose answer was lost counts 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 import uuid
@@ -42,11 +43,14 @@ from .idempotency_record import (
     IDEMPOTENCY_KEY,
     IN_PROGRESS,
     WEBHOOK_ID,
+    CheckCommit,
     Claim,
+    JudgeAge,
     KeyRecord,
     StoredResponse,
     embedded,
     fingerprint,
+    judge,
     record_name,
     reused_error,
     stored_response,
@@ -61,78 +65,73 @@ CLAIM_SECONDS = 300
 RENEW_SECONDS = 60
 
 
-class _CheckCommit(Exception):
-    """The record names a checkpoint: whether it was committed needs a storage read."""
-
-    def __init__(self, record: KeyRecord) -> None:
-        self.record = record
+def _unreadable(name: str, exc: RecordUnreadable) -> IdempotencyRecordUnreadable:
+    logger.error("Idempotency record %s%s.json is unreadable: %s", PREFIX, name, exc)
+    return IdempotencyRecordUnreadable("The record for this Idempotency-Key cannot be read.")
 
 
 class IdempotencyStore:
-    def __init__(
-        self,
-        container: ContainerClient,
-        *,
-        ttl_seconds: int,
-        ledger: CommitLedger,
-    ) -> None:
+    def __init__(self, container: ContainerClient, *, ttl_seconds: int, ledger: CommitLedger) -> None:
         self._records = RecordStore(container, PREFIX, KeyRecord)
         self._ttl = ttl_seconds
         # Whether a claim's checkpoint committed: the one ledger (``commit_ledger``).
         self._ledger = ledger
 
-    async def _update(self, name: str, change: Callable[..., object], **kwargs: object) -> Stored[KeyRecord] | None:
+    async def _update(
+        self, name: str, change: Callable[..., object], *, contended: type[Exception] | None = None, **kwargs: object
+    ) -> Stored[KeyRecord] | None:
         try:
             return await self._records.update(name, change, **kwargs)  # type: ignore[arg-type]
         except RecordUnreadable as exc:
-            logger.error("Idempotency record %s%s.json is unreadable: %s", PREFIX, name, exc)
-            raise IdempotencyRecordUnreadable("The record for this Idempotency-Key cannot be read.") from exc
+            raise _unreadable(name, exc) from exc
         except RecordContended:
+            if contended is not None:
+                raise contended() from None
             raise RequestInProgress("The Idempotency-Key is contended; retry later.") from None
 
     async def _claim_or_replay(
         self, name: str, kind: str, wanted: KeyRecord, *, on_completed: Callable[[KeyRecord], None]
     ) -> Stored[KeyRecord] | None:
         """Write ``wanted`` where the key is free (absent, expired, or abandoned), else judge
-        the record: a replay (``on_completed``), a reuse (422/409), or in progress (409)."""
+        the record: a replay (``on_completed``), a reuse (422/409), or in progress (409).
+
+        Whether a claim was abandoned is judged on the record exactly as read, by its age on
+        the storage service's clock (``service_clock``), never by comparing this instance's
+        clock with a time another instance wrote; a takeover is written only over that read."""
         verified: set[str] = set()  # committing checkpoints found not committed
         # Optimistic: most keys are new, so create first (one write); an existing record
-        # costs the failed create and one read.
-        start: dict[str, object] = {"current": None}
-        for _ in range(3):
-
-            def change(current: KeyRecord | None) -> KeyRecord | None:
-                now = time.time()
-                if current is None or (current.state == COMPLETED and now > float(current.expires_at or 0)):
-                    return wanted
-                if current.fingerprint != wanted.fingerprint:
-                    raise reused_error(kind)
-                if current.state == COMPLETED:
-                    on_completed(current)
-                    return None
-                if current.checkpoint_id is not None and current.checkpoint_id not in verified:
-                    raise _CheckCommit(current)  # committing, or in progress on a planned checkpoint
-                if now - float(current.claimed_at or 0) > CLAIM_SECONDS:
-                    # Its holder died without finishing; a planned checkpoint stays the key's.
-                    return dataclasses.replace(wanted, checkpoint_id=wanted.checkpoint_id and current.checkpoint_id)
-                raise RequestInProgress("A request with this Idempotency-Key is still running; retry later.")
-
+        # costs the failed create and one read, and a claim whose age must be judged one
+        # more read (the record with the service's dates).
+        judged: Stored[KeyRecord] | None = None
+        for round_ in range(4):
+            # ``judged``: the record as last read here, whose age (service clock) is known.
+            change = functools.partial(judge, wanted=wanted, kind=kind, verified=verified, basis=judged)
+            change = functools.partial(change, claim_seconds=CLAIM_SECONDS, on_completed=on_completed)
             try:
-                return await self._update(name, change, **start)
-            except _CheckCommit as pending:
-                start = {}
+                if round_ == 0:
+                    return await self._update(name, change, current=None)
+                # Exactly over the record as judged: a change since is judged afresh.
+                return await self._update(name, change, current=judged, attempts=1, contended=JudgeAge)
+            except CheckCommit as pending:
                 final = await self._outcome(pending.record)
                 if final is not None:
                     # The run committed but its last write was lost: its response is final.
                     await self._finish(name, final)
                     on_completed(final)
                     return None
-                if time.time() - float(pending.record.claimed_at or 0) <= CLAIM_SECONDS:
-                    raise RequestInProgress(
-                        "A request with this Idempotency-Key is still running; retry later."
-                    ) from None
                 verified.add(str(pending.record.checkpoint_id))
+                if judged is not None and judged.value is pending.record:
+                    continue  # judge that same read by its age
+            except JudgeAge:
+                pass
+            judged = await self._get(name)
         raise RequestInProgress("The Idempotency-Key is contended; retry later.")
+
+    async def _get(self, name: str) -> Stored[KeyRecord] | None:
+        try:
+            return await self._records.get(name)
+        except RecordUnreadable as exc:
+            raise _unreadable(name, exc) from exc
 
     async def _outcome(self, record: KeyRecord) -> KeyRecord | None:
         """``record`` with its final response if the checkpoint it names was committed, else None."""

@@ -18,6 +18,8 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -25,10 +27,12 @@ from ..base.errors import (
     IdempotencyKeyReused,
     IdempotencyRecordUnreadable,
     InvalidRequest,
+    RequestInProgress,
     ResumeError,
     WebhookIdReused,
 )
 from ..storage.record_store import Stored
+from ..storage.service_clock import lapsed
 
 IN_PROGRESS, COMMITTING, COMPLETED = "in_progress", "committing", "completed"
 MAX_KEY_LENGTH = 255
@@ -199,6 +203,59 @@ class Claim:
         if thread_id is None and checkpoint_id == self.planned_checkpoint_id and len(body) <= EMBED_LIMIT:
             return embed(self.fingerprint, body)
         return None
+
+
+class JudgeAge(Exception):
+    """A claim's age must be judged on the record as read, with the service's dates."""
+
+
+class CheckCommit(Exception):
+    """The record names a checkpoint: whether it was committed needs a storage read."""
+
+    def __init__(self, record: KeyRecord) -> None:
+        self.record = record
+
+
+def judge(
+    current: KeyRecord | None,
+    *,
+    wanted: KeyRecord,
+    kind: str,
+    verified: set[str],
+    basis: Stored[KeyRecord] | None,
+    claim_seconds: float,
+    on_completed: Callable[[KeyRecord], None],
+) -> KeyRecord | None:
+    """What a request that wants the key (``wanted``) makes of its record: ``wanted`` where
+    the key is free (absent, expired, or abandoned), None after a replay (``on_completed``),
+    or an error (reused, in progress). ``CheckCommit`` when a checkpoint it names is not
+    among the ``verified`` (found not committed); ``JudgeAge`` when an unfinished claim is
+    not ``basis``, the record as last read with the service's dates."""
+    if current is None or (current.state == COMPLETED and time.time() > float(current.expires_at or 0)):
+        return wanted
+    if current.fingerprint != wanted.fingerprint:
+        raise reused_error(kind)
+    if current.state == COMPLETED:
+        on_completed(current)
+        return None
+    if current.checkpoint_id is not None and current.checkpoint_id not in verified:
+        raise CheckCommit(current)  # committing, or in progress on a planned checkpoint
+    if basis is None or basis.value is not current:
+        raise JudgeAge()
+    if not abandoned(basis, claim_seconds):
+        raise RequestInProgress("A request with this Idempotency-Key is still running; retry later.")
+    # Its holder died without finishing; a planned checkpoint stays the key's.
+    return dataclasses.replace(wanted, checkpoint_id=wanted.checkpoint_id and current.checkpoint_id)
+
+
+def abandoned(stored: Stored[KeyRecord], claim_seconds: float) -> bool:
+    """Whether a claim was left unrenewed for ``claim_seconds``, by the storage service's
+    clock (``service_clock``): never this instance's clock against the holder's
+    ``claimed_at``, unless the answer carried no dates and that is all there is."""
+    verdict = lapsed(stored, claim_seconds)
+    if verdict is None:
+        return time.time() - float(stored.value.claimed_at or 0) > claim_seconds
+    return verdict
 
 
 def reused_error(kind: str) -> ResumeError:

@@ -319,7 +319,7 @@ async def test_a_taken_over_claim_and_its_taker_never_both_commit(
     caller.set("original")
     first = asyncio.ensure_future(keyed(recording, "key-race", body))
     await asyncio.wait_for(recording_workflow.WAITING.wait(), timeout=10)
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(2.1)  # the claim's age is read on the service's clock, in whole seconds
     recording_workflow.WAITING.clear()
     caller.set("taker")
     second = asyncio.ensure_future(keyed(recording, "key-race", body))

@@ -1,0 +1,69 @@
+""" "Has this lapsed?" is read on the storage service's clock, never by comparing one
+instance's wall clock with a time another instance wrote.
+
+Each test runs one side of a race on an instance whose wall clock is minutes off
+(``tests/clocks.py``): an idempotency claim, a callback delivery's claim, a thread head
+taken from the warm cache. A record's age is its Last-Modified against the Date of the
+answer that carried it (``Stored.age``), both the service's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from devtools.function_host import FunctionHost
+from tests import recording_workflow
+from tests.adapter.test_idempotency import keyed
+from tests.clocks import skew_clocks
+
+
+def _tails() -> int:
+    return sum(1 for executor, _ in recording_workflow.CALLS if executor == "tail")
+
+
+# -- the idempotency claim -----------------------------------------------------------------
+
+
+async def test_an_instance_whose_clock_runs_ahead_does_not_take_over_a_live_idempotency_claim(
+    recording: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = {"messages": "wait for the payment"}
+    first = asyncio.ensure_future(keyed(recording, "pay-skewed", body, url="/api/threads/skew/runs"))
+    await asyncio.wait_for(recording_workflow.WAITING.wait(), timeout=10)
+    with monkeypatch.context() as instance:
+        skew_clocks(instance, 600)  # the retry reaches an instance ten minutes ahead
+        duplicate = await keyed(recording, "pay-skewed", body, url="/api/threads/skew/runs")
+    assert (duplicate.status, (await duplicate.json())["error"]["code"]) == (409, "request_in_progress")
+    recording_workflow.RELEASE.set()
+    assert (await first).status == 200
+    assert _tails() == 1  # the turn ran once
+
+
+async def test_an_instance_whose_clock_runs_behind_still_takes_over_an_abandoned_claim(
+    recording: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The holder stopped renewing (it died, as far as anyone can tell): after the claim's
+    time on the service's clock, a retry takes it over, even on an instance an hour behind."""
+    from resumable.core import idempotency
+
+    monkeypatch.setattr(idempotency, "RENEW_SECONDS", 3600)
+    monkeypatch.setattr(idempotency, "CLAIM_SECONDS", 0)
+    body = {"messages": "wait, then stall"}
+    first = asyncio.ensure_future(keyed(recording, "stalled", body))
+    await asyncio.wait_for(recording_workflow.WAITING.wait(), timeout=10)
+    recording_workflow.WAITING.clear()
+    await asyncio.sleep(2.1)  # the service's clock has whole seconds
+    with monkeypatch.context() as instance:
+        skew_clocks(instance, -3600)
+        second = asyncio.ensure_future(keyed(recording, "stalled", body))
+        done, _ = await asyncio.wait(
+            {second, asyncio.ensure_future(recording_workflow.WAITING.wait())},
+            timeout=10,
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+    assert second not in done, "the retry was refused instead of taking the abandoned claim over"
+    recording_workflow.RELEASE.set()
+    results = [await first, await second]
+    assert sorted(r.status for r in results) == [200, 409]  # one commit (the claim's planned checkpoint)
