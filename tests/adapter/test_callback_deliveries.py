@@ -194,7 +194,11 @@ async def _pending_after_one_failure(host: FunctionHost, receiver: WebhookReceiv
 async def test_a_claim_left_by_a_crashed_instance_is_taken_over_once_stale(
     callback_env: FunctionHost, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from resumable.background import callbacks as deliveries
+
     monkeypatch.setenv("CALLBACK_RETRY_SCHEDULE", "1")
+    # A claim lapses CLAIM_SECONDS after it was written, by the storage service's clock.
+    monkeypatch.setattr(deliveries, "CLAIM_SECONDS", 0.0)
     run_id = await _pending_after_one_failure(callback_env, receiver)
     await _claim(run_id, "crashed", until=time.time() - 1)  # it claimed the retry, then died
     runner = QueueRunner(callback_env)

@@ -10,11 +10,17 @@ answer that carried it (``Stored.age``), both the service's.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import time
 
 import pytest
 
 from devtools.function_host import FunctionHost
+from devtools.webhook_receiver import WebhookReceiver
+from functions_adapter import wiring
+from resumable.background.callback_records import callback_store
 from tests import recording_workflow
+from tests.adapter.test_callback_deliveries import _claim, _message, _pending_after_one_failure
 from tests.adapter.test_idempotency import keyed
 from tests.clocks import skew_clocks
 
@@ -67,3 +73,24 @@ async def test_an_instance_whose_clock_runs_behind_still_takes_over_an_abandoned
     recording_workflow.RELEASE.set()
     results = [await first, await second]
     assert sorted(r.status for r in results) == [200, 409]  # one commit (the claim's planned checkpoint)
+
+
+# -- a callback delivery's claim -----------------------------------------------------------
+
+
+async def test_an_instance_whose_clock_runs_ahead_does_not_take_over_a_live_callback_claim(
+    callback_env: FunctionHost, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another instance claimed the due retry and is POSTing it now; the queue hands a
+    duplicate of the message to an instance two minutes ahead: it must not POST too."""
+    monkeypatch.setenv("CALLBACK_RETRY_SCHEDULE", "600")
+    run_id = await _pending_after_one_failure(callback_env, receiver)
+    store = callback_store(wiring.container_for(wiring.load_settings()))
+    await store.update(run_id, lambda s: dataclasses.replace(s, next_at=time.time()))  # the retry is due
+    await _claim(run_id, "holder", until=time.time() + 30)
+    with monkeypatch.context() as instance:
+        skew_clocks(instance, 120)
+        await callback_env.invoke_queue_trigger("run_in_background", _message(f"callback.{run_id}", "duplicate"))
+    assert len(receiver.deliveries) == 1  # only the first attempt's POST: the duplicate waited
+    stored = await store.get(run_id)
+    assert stored is not None and stored.value.claim is not None and stored.value.claim.token == "holder"
