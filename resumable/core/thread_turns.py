@@ -30,6 +30,7 @@ from ..base.errors import (
     ThreadExpired,
     ThreadUnreadable,
 )
+from ..storage.service_clock import CLOCK_RESOLUTION
 from ..threads.pointers import ThreadHead, ThreadHeld, ThreadLocks, expired
 from .runs import CommitHook, Event, RunRequest, RunService
 
@@ -91,6 +92,15 @@ class _TurnCommit:
             except ResumeError:
                 logger.warning("Could not delete orphan checkpoint %s", checkpoint_id)
             raise
+
+
+def _changed_since(head: ThreadHead, started: float) -> bool:
+    """Whether the pointer, as just re-read, certainly changed after ``started`` (this
+    instance's monotonic clock). Its age is the storage service's (whole seconds, so up to
+    ``CLOCK_RESOLUTION`` off) and the time since ``started`` is a duration on this
+    instance: no two instances' wall clocks are compared. A change the service's clock
+    cannot place after the start counts as before it (the turn runs on the new head)."""
+    return head.age is not None and head.age + CLOCK_RESOLUTION < time.monotonic() - started
 
 
 class ThreadRunner:
@@ -225,7 +235,7 @@ class ThreadRunner:
         head = self.service.pointers.cached(self.thread_id)
         if head is None or request.fork_from is not None or head.deleting or head.checkpoint_id is None:
             return None
-        started = time.time()
+        started = time.monotonic()
         turn = dataclasses.replace(request, checkpoint_id=head.checkpoint_id)
         commit = _TurnCommit(self.service, head, head.checkpoint_id)
         try:
@@ -236,7 +246,7 @@ class ThreadRunner:
             now = self.service.pointers.cached(self.thread_id)  # as read after the failed swap
             # A pointer changed before this turn began: without the cache the turn would have
             # read it. A pointer gone (a thread deleted) could have gone at any time: a race.
-            if now is not None and now.etag is not None and now.etag != head.etag and (now.updated_at or 0.0) < started:
+            if now is not None and now.etag is not None and now.etag != head.etag and not _changed_since(now, started):
                 return None
             raise
 

@@ -62,6 +62,9 @@ class ThreadHead:
     # ends, and ``deletion`` says where a repeat call goes on.
     deleting: bool = False
     deletion: DeleteProgress | None = None
+    # Seconds since the pointer last changed, by the storage service's clock, as of the
+    # read that returned it (None: not read, or no dates in the answer).
+    age: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -160,7 +163,8 @@ class ThreadPointers:
             raise _unreadable(thread_id, str(exc)) from exc
         if record is None:
             return self._seen(ThreadHead(thread_id, None, 0, (), None))
-        return self._seen(parse_pointer(thread_id, record.data, record.etag))
+        age = None if record.modified is None or record.seen is None else max(0.0, record.seen - record.modified)
+        return self._seen(dataclasses.replace(parse_pointer(thread_id, record.data, record.etag), age=age))
 
     async def advance(self, head: ThreadHead, checkpoint_id: str) -> ThreadHead:
         """Point the thread at ``checkpoint_id`` iff it still points where ``head`` says."""

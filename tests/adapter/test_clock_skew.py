@@ -23,6 +23,7 @@ from tests import recording_workflow
 from tests.adapter.test_callback_deliveries import _claim, _message, _pending_after_one_failure
 from tests.adapter.test_idempotency import keyed
 from tests.clocks import skew_clocks
+from tests.library.test_checkpoint_cache import other_instance, post, turn_on
 
 
 def _tails() -> int:
@@ -94,3 +95,40 @@ async def test_an_instance_whose_clock_runs_ahead_does_not_take_over_a_live_call
     assert len(receiver.deliveries) == 1  # only the first attempt's POST: the duplicate waited
     stored = await store.get(run_id)
     assert stored is not None and stored.value.claim is not None and stored.value.claim.token == "holder"
+
+
+# -- the thread head taken from the warm cache ---------------------------------------------
+
+
+async def test_an_instance_whose_clock_runs_behind_tells_a_stale_cached_head_from_a_race(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """This instance cached the thread's head; another instance advanced it since, before
+    this turn began. The swap on the stale head fails, and that is no race: the turn runs on
+    the real head (200), even on an instance ten minutes behind the one that advanced it."""
+    await post(host, "/api/threads/stale-head/runs", {"messages": "one"})
+    elsewhere = await turn_on(other_instance(), "stale-head", "two")
+    with monkeypatch.context() as instance:
+        skew_clocks(instance, -600)
+        status, mine = await post(host, "/api/threads/stale-head/runs", {"messages": "three"})
+    assert status == 200, mine
+    assert mine["previous_checkpoint_id"] == elsewhere["checkpoint_id"]
+
+
+async def test_an_instance_whose_clock_runs_ahead_still_reports_a_race_on_a_cached_head(
+    recording: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other way round: another instance commits while this turn runs on its cached
+    head. That is a race (409 ``thread_busy`` under ``reject``), not a stale cache, even on
+    an instance ten minutes ahead of the one that committed."""
+    url = "/api/threads/raced-head/runs"
+    await post(recording, url, {"messages": "one"})
+    with monkeypatch.context() as instance:
+        skew_clocks(instance, 600)  # while this turn starts (one process: one clock at a time)
+        mine = asyncio.ensure_future(post(recording, url, {"messages": "wait for the race"}))
+        await asyncio.wait_for(recording_workflow.WAITING.wait(), timeout=10)
+    await asyncio.sleep(2.5)  # past the service clock's resolution: the order is certain
+    await turn_on(other_instance(), "raced-head", "two")  # committed on a correct clock
+    recording_workflow.RELEASE.set()
+    status, body = await mine
+    assert (status, body["error"]["code"]) == (409, "thread_busy")
