@@ -49,6 +49,7 @@ from .idempotency_record import (
     KeyRecord,
     StoredResponse,
     embedded,
+    expired,
     fingerprint,
     judge,
     record_name,
@@ -106,7 +107,9 @@ class IdempotencyStore:
         for round_ in range(4):
             # ``judged``: the record as last read here, whose age (service clock) is known.
             change = functools.partial(judge, wanted=wanted, kind=kind, verified=verified, basis=judged)
-            change = functools.partial(change, claim_seconds=CLAIM_SECONDS, on_completed=on_completed)
+            change = functools.partial(
+                change, claim_seconds=CLAIM_SECONDS, ttl_seconds=self._ttl, on_completed=on_completed
+            )
             try:
                 if round_ == 0:
                     return await self._update(name, change, current=None)
@@ -176,7 +179,7 @@ class IdempotencyStore:
         if found is None:
             return None
         record = found.value
-        if record.state == COMPLETED and time.time() > float(record.expires_at or 0):
+        if record.state == COMPLETED and time.time() > float(record.expires_at or 0) and expired(found, self._ttl):
             return None
         if record.fingerprint != request_fingerprint:
             raise reused_error(kind)

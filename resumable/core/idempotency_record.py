@@ -224,15 +224,22 @@ def judge(
     verified: set[str],
     basis: Stored[KeyRecord] | None,
     claim_seconds: float,
+    ttl_seconds: float,
     on_completed: Callable[[KeyRecord], None],
 ) -> KeyRecord | None:
     """What a request that wants the key (``wanted``) makes of its record: ``wanted`` where
     the key is free (absent, expired, or abandoned), None after a replay (``on_completed``),
     or an error (reused, in progress). ``CheckCommit`` when a checkpoint it names is not
     among the ``verified`` (found not committed); ``JudgeAge`` when an unfinished claim is
-    not ``basis``, the record as last read with the service's dates."""
-    if current is None or (current.state == COMPLETED and time.time() > float(current.expires_at or 0)):
+    not ``basis``, the record as last read with the service's dates (an unfinished claim, or
+    a response this instance's clock finds expired: the service's clock decides)."""
+    if current is None:
         return wanted
+    if current.state == COMPLETED and time.time() > float(current.expires_at or 0):
+        if basis is None or basis.value is not current:
+            raise JudgeAge()
+        if expired(basis, ttl_seconds):
+            return wanted
     if current.fingerprint != wanted.fingerprint:
         raise reused_error(kind)
     if current.state == COMPLETED:
@@ -246,6 +253,14 @@ def judge(
         raise RequestInProgress("A request with this Idempotency-Key is still running; retry later.")
     # Its holder died without finishing; a planned checkpoint stays the key's.
     return dataclasses.replace(wanted, checkpoint_id=wanted.checkpoint_id and current.checkpoint_id)
+
+
+def expired(stored: Stored[KeyRecord], ttl_seconds: float) -> bool:
+    """Whether a ``completed`` record is past its TTL by the storage service's clock (it is
+    never rewritten once completed, so its age counts from completion). Only asked once this
+    instance's clock says so: a clock running ahead never runs a request again early."""
+    verdict = lapsed(stored, ttl_seconds)
+    return verdict if verdict is not None else time.time() > float(stored.value.expires_at or 0)
 
 
 def abandoned(stored: Stored[KeyRecord], claim_seconds: float) -> bool:

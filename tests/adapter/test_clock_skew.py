@@ -132,3 +132,18 @@ async def test_an_instance_whose_clock_runs_ahead_still_reports_a_race_on_a_cach
     recording_workflow.RELEASE.set()
     status, body = await mine
     assert (status, body["error"]["code"]) == (409, "thread_busy")
+
+
+async def test_an_instance_whose_clock_runs_ahead_still_replays_a_key_that_has_not_expired(
+    recording: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A completed key replays for ``IDEMPOTENCY_TTL_SECONDS`` (a day) after it completed, by
+    the service's clock: a retry reaching an instance two days ahead replays, it runs nothing."""
+    first = await keyed(recording, "paid", {"messages": "charge card"})
+    assert first.status == 200
+    calls = list(recording_workflow.CALLS)
+    with monkeypatch.context() as instance:
+        skew_clocks(instance, 2 * 86_400)
+        retry = await keyed(recording, "paid", {"messages": "charge card"})
+    assert (retry.status, await retry.body()) == (200, await first.body())
+    assert calls == recording_workflow.CALLS
