@@ -129,12 +129,12 @@ class CallbackDeliveries:
         if not run.terminal or not run.callback_url:
             return
         now = time.time()
-        state = CallbackDelivery(run.callback_url, run.thread_id, PENDING, (), first_at=now, next_at=now)
+        state = CallbackDelivery(run.callback_url, run.thread_id, PENDING, (), first_at=now, next_at=now, wait=0.0)
         try:
             created = await self.records.create(run.run_id, state)
         except RecordConflict:  # scheduled already: that scheduler sent the message
             existing = await self.records.get(run.run_id)
-            if existing is not None and _unsent(existing.value, now):
+            if existing is not None and _unsent(existing, now):
                 await self._send_later(run.run_id, 0)
             return
         try:
@@ -183,8 +183,9 @@ class CallbackDeliveries:
     ) -> CallbackDelivery:
         if state is None or state.final:
             raise _NotNow(None)
-        if state.next_at - now > EARLY_SECONDS:
-            raise _NotNow(state.next_at - now)  # early: a redelivery whose re-enqueue failed
+        early = _wait_left(state, read, now)
+        if early > EARLY_SECONDS:
+            raise _NotNow(early)  # early: a redelivery whose re-enqueue failed
         held = state.claim
         if held is not None and held.token != token:
             left = _claim_left(state, read, now)
@@ -195,7 +196,7 @@ class CallbackDeliveries:
             state = self._verdict(replace(state, attempts=(*state.attempts, interrupted), claim=None), None, now, 1.0)
             if state.final:
                 return state
-        return replace(state, claim=Claim(token, now, now + CLAIM_SECONDS))
+        return replace(state, claim=Claim(token, now, now + CLAIM_SECONDS), wait=0.0)  # due: it runs now
 
     async def _attempt(self, run_id: str, run: FinishedRun, claimed: Stored[CallbackDelivery], token: str) -> None:
         body = payload(run)
@@ -249,7 +250,7 @@ class CallbackDeliveries:
             return replace(state, outcome=GAVE_UP, reason="max_attempts")
         if now - state.first_at + delay > policy.max_seconds:
             return replace(state, outcome=GAVE_UP, reason="max_seconds")
-        return replace(state, next_at=now + delay)
+        return replace(state, next_at=now + delay, wait=delay)
 
     async def _send_later(self, run_id: str, delay: int) -> None:
         await self._enqueue(MESSAGE_PREFIX + run_id, max(0, delay))
@@ -268,5 +269,21 @@ def _claim_left(state: CallbackDelivery, read: Stored[CallbackDelivery] | None, 
     return CLAIM_SECONDS + CLOCK_RESOLUTION - read.age
 
 
-def _unsent(state: CallbackDelivery, now: float) -> bool:
-    return not state.final and not state.attempts and state.claim is None and now - state.next_at > UNSENT_SECONDS
+def _wait_left(state: CallbackDelivery, read: Stored[CallbackDelivery] | None, now: float) -> float:
+    """Seconds until the next attempt is due (negative: overdue), by the storage service's
+    clock: ``wait`` counts from the write that set it, the record's last change while it is
+    pending and unclaimed. A state met on a conflict's re-read, or without ``wait`` or
+    dates, leaves only the writer's ``next_at`` against this instance's clock."""
+    if state.wait is not None and read is not None and read.value is state and read.age is not None:
+        return state.wait - read.age
+    return state.next_at - now
+
+
+def _unsent(stored: Stored[CallbackDelivery], now: float) -> bool:
+    state = stored.value
+    return (
+        not state.final
+        and not state.attempts
+        and state.claim is None
+        and -_wait_left(state, stored, now) > UNSENT_SECONDS
+    )

@@ -218,7 +218,7 @@ async def test_a_live_claim_defers_another_delivery_and_its_own_message_resumes_
     monkeypatch.setenv("CALLBACK_RETRY_SCHEDULE", "600")
     run_id = await _pending_after_one_failure(callback_env, receiver)
     store = callback_store(wiring.container_for(wiring.load_settings()))
-    await store.update(run_id, lambda s: dataclasses.replace(s, next_at=time.time()))  # the retry is due
+    await store.update(run_id, lambda s: dataclasses.replace(s, next_at=time.time(), wait=0.0))  # the retry is due
     await _claim(run_id, "holder", until=time.time() + 30)  # another instance is POSTing it now
     queued = await _queued(azurite, os.environ["RUNS_QUEUE"])
     await callback_env.invoke_queue_trigger("run_in_background", _message(f"callback.{run_id}", "duplicate"))

@@ -87,7 +87,7 @@ async def test_an_instance_whose_clock_runs_ahead_does_not_take_over_a_live_call
     monkeypatch.setenv("CALLBACK_RETRY_SCHEDULE", "600")
     run_id = await _pending_after_one_failure(callback_env, receiver)
     store = callback_store(wiring.container_for(wiring.load_settings()))
-    await store.update(run_id, lambda s: dataclasses.replace(s, next_at=time.time()))  # the retry is due
+    await store.update(run_id, lambda s: dataclasses.replace(s, next_at=time.time(), wait=0.0))  # the retry is due
     await _claim(run_id, "holder", until=time.time() + 30)
     with monkeypatch.context() as instance:
         skew_clocks(instance, 120)
@@ -147,3 +147,17 @@ async def test_an_instance_whose_clock_runs_ahead_still_replays_a_key_that_has_n
         retry = await keyed(recording, "paid", {"messages": "charge card"})
     assert (retry.status, await retry.body()) == (200, await first.body())
     assert calls == recording_workflow.CALLS
+
+
+async def test_an_instance_whose_clock_runs_ahead_does_not_send_a_callback_retry_early(
+    callback_env: FunctionHost, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first POST failed and the retry is due in ten minutes; the host delivers the
+    retry's message at once (its re-enqueue failed, say) to an instance a quarter of an hour
+    ahead: it waits out the retry's delay, by the service's clock, instead of POSTing now."""
+    monkeypatch.setenv("CALLBACK_RETRY_SCHEDULE", "600")
+    run_id = await _pending_after_one_failure(callback_env, receiver)
+    with monkeypatch.context() as instance:
+        skew_clocks(instance, 900)
+        await callback_env.invoke_queue_trigger("run_in_background", _message(f"callback.{run_id}", "early"))
+    assert len(receiver.deliveries) == 1  # only the first attempt's POST
