@@ -116,6 +116,7 @@ async def delete(request: Request, thread_id: str) -> Response:
         container_for(settings),
         service.pointers,
         thread_id,
+        store=service.store,
         deadline_seconds=settings.thread_delete_seconds,
     )
     if done.finished:

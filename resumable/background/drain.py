@@ -8,6 +8,16 @@ accepted, whatever order their messages arrive in, on however many instances.
 
 Each pop is a compare-and-swap on the list as this drain last read or wrote it, so the
 list is read once per drain, not once per turn.
+
+**An entry is removed once its run is finished, whatever the interleaving**, because every
+write of an entry is followed by a drain that reaches it: the accept (and a keyed retry
+healing it) lists the run before it sends the message, and every message of a thread
+turn drains the thread, its run finished or not; a drain that appends its own run works
+the list itself. A drain pops the terminal entries it meets at the front, and stops only
+behind a front another delivery holds, which drains on. The alternatives were weaker: an
+append that refuses a run whose record is terminal reads the record apart from the
+list's compare-and-swap, so a drain could still finish the run in between; a drain that
+sweeps finished entries only helps if another turn ever comes.
 """
 
 from __future__ import annotations
@@ -47,8 +57,9 @@ class ThreadDrain:
         if mine.value.terminal or lease_live(mine):
             turns = await self._order.read(thread_id)
         else:
-            # Listed at accept; appending again is a no-op (one read), and lists a run
-            # whose accept failed between creating its record and listing it.
+            # Listed at accept, before its message; appending again is a no-op (one
+            # read). Should another drain have popped it since ``mine`` was read, the
+            # loop below meets it finished and pops it again.
             turns = await self._order.append(thread_id, run_id)
         while turns is not None and turns.value.pending:
             front_id, _ = turns.value.pending[0]

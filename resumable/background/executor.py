@@ -1,7 +1,7 @@
 """Background execution: what one delivery of a run's queue message does.
 
-``BackgroundRuns.handle`` reads the run's record and either reports a run that already
-finished, drains its thread (``thread_drain``), or runs it: claim the lease (a
+``BackgroundRuns.handle`` reads the run's record and either drains its thread (a thread
+turn, finished or not: ``ThreadDrain``), reports a run that already finished, or runs it: claim the lease (a
 compare-and-swap decided on the record as read, ``RunRecords.decide``), run one attempt
 under it (``RunLease``), and repeat only when a thread turn lost a race to a synchronous
 turn. A message used up by the queue is settled by ``handle_poisoned``.
@@ -107,10 +107,12 @@ class BackgroundRuns:
         """One delivery of ``run_id``. Raises only to have the queue deliver it again."""
         stored = await self._wait_for_record(run_id)
         record = stored.value
-        if record.terminal:
-            await self._finished(stored)  # a redelivery after a crash that followed the outcome
-        elif record.thread_id is not None:
+        if record.thread_id is not None:
+            # Finished too (cancelled while queued, a redelivery after a crash): the drain
+            # pops its entry and reports it, so no entry outlives its run.
             await self._drain.drain(record.thread_id, stored)
+        elif record.terminal:
+            await self._finished(stored)  # a redelivery after a crash that followed the outcome
         else:
             await self._run(stored, run_id)
 
@@ -135,6 +137,8 @@ class BackgroundRuns:
         after = await self.records.decide(stored, decide)
         if after is not None and after.value.terminal:
             await self._finished(after)
+            if after.value.thread_id is not None:  # no drain follows a used-up message: pop it here
+                await self.order.remove(after.value.thread_id, run_id)
         elif after is not None:
             await self._watch_later(after, run_id)
 
@@ -222,7 +226,7 @@ class BackgroundRuns:
     async def _attempt(self, stored: Stored[RunRecord], token: str) -> RunLease:
         """One attempt, owned by one task group: the run, its lease's watcher, its log's flusher."""
         record = stored.value
-        writer = EventWriter(self._container, record.run_id, record.attempts)
+        writer = EventWriter(self._container, record.run_id, record.attempts, thread_id=record.thread_id)
         lease = RunLease(self.records, self._check, stored, token, events=writer)
         with _run_span(record) as span:
             try:

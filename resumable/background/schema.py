@@ -142,6 +142,9 @@ class RunRecord:
     error: RunError | None = None
     trace: Mapping[str, str] = field(default_factory=dict)
     callback_url: str | None = None
+    # A keyed retry was answered this run's 202 while it was queued: a failing accept's
+    # undo leaves it to run (``accept.py``).
+    replayed: bool = False
     # The last attempt's events that its log did not get (see ``run_events``).
     tail: tuple[LoggedEvent, ...] = ()
 
@@ -201,6 +204,7 @@ class RunRecord:
             "trace": dict(self.trace),
             "callback_url": self.callback_url,
             "tail": [event.to_json() for event in self.tail],
+            **({"replayed": True} if self.replayed else {}),
         }
 
     @classmethod
@@ -238,4 +242,5 @@ class RunRecord:
             trace={_text(k): _text(v) for k, v in trace.items()},
             callback_url=_text(callback_url, optional=True),
             tail=tuple(LoggedEvent.from_json(item) for item in tail),
+            replayed=data.get("replayed") is True,
         )

@@ -209,3 +209,211 @@ async def test_an_entry_whose_run_has_no_record_never_holds_up_its_thread(
     await QueueRunner(recording).run_until_idle()
     assert (await status_of(recording, run_id))["status"] == "succeeded"
     assert time.monotonic() - started < 10
+
+
+# -- a keyed accept that failed: its retry runs the turn, never a 202 for a dead run ------
+
+
+def _failing_writes(monkeypatch: pytest.MonkeyPatch, prefixes: set[str], *, spare: int = 0) -> None:
+    """Every write under ``prefixes`` fails with an outage (after the first ``spare`` of them)."""
+    original = RecordStore._write
+    seen: list[str] = []
+
+    async def outage(self: RecordStore[Any], name: str, seen_: Any, new: Any, token: str) -> Any:
+        if self.prefix in prefixes:
+            seen.append(name)
+            if len(seen) > spare:
+                raise StorageUnavailable("Checkpoint storage could not be reached during replace record.")
+        return await original(self, name, seen_, new, token)
+
+    monkeypatch.setattr(RecordStore, "_write", outage)
+
+
+@pytest.mark.parametrize("key_released", [True, False], ids=["key-released", "key-release-failed-too"])
+async def test_a_keyed_retry_after_an_accept_failed_on_its_pending_list_runs_the_turn(
+    recording: FunctionHost, queue_env: str, monkeypatch: pytest.MonkeyPatch, key_released: bool
+) -> None:
+    key = {"Idempotency-Key": "after-outage"}
+    with monkeypatch.context() as patch:
+        # One outage on the run-order/ write; with the key release failing too, the retry
+        # meets the key's stored 202 and the run it names, marked accept_failed.
+        prefixes = {layout.RUN_ORDER} if key_released else {layout.RUN_ORDER, layout.IDEMPOTENCY}
+        _failing_writes(patch, prefixes, spare=0 if key_released else 1)
+        failed = await accept(recording, "/api/threads/kept/runs", {"messages": "hello"}, **key)
+    assert failed.status == 503, await failed.body()
+    again = await accept(recording, "/api/threads/kept/runs", {"messages": "hello"}, **key)
+    assert again.status == 202, await again.body()
+    await QueueRunner(recording).run_until_idle()
+    run_id = (await again.json())["run_id"]
+    assert (await status_of(recording, run_id))["status"] == "succeeded"
+    assert [text for executor, text in recording_workflow.CALLS if executor == "tail"] == ["hello"]
+    third = await accept(recording, "/api/threads/kept/runs", {"messages": "hello"}, **key)
+    assert (third.status, await third.body()) == (202, await again.body())  # now a replay
+    await QueueRunner(recording).run_until_idle()
+    assert (await (await recording.request("GET", "/api/threads/kept")).json())["turns"] == 1
+
+
+async def test_a_slack_message_whose_accept_failed_is_run_on_slack_s_retry(
+    recording: FunctionHost, queue_env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Slack retries an event it got no 2xx for (same event_id): the retry runs the turn."""
+    from tests.adapter.test_webhook_adapters import CALLBACK_SECRET, MENTION, SLACK_SECRET, SLACK_THREAD, _slack
+
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", SLACK_SECRET)
+    monkeypatch.setenv("CALLBACK_SECRET", CALLBACK_SECRET)
+    for name in ("WEBHOOK_SECRET", "WEBHOOK_SCHEME", "IDEMPOTENCY_HEADERS", "ADAPTER_ANSWER_URL"):
+        monkeypatch.delenv(name, raising=False)
+    slack = _second_instance()  # indexed with the adapter's secret set
+    body = json.dumps(MENTION).encode()
+    with monkeypatch.context() as patch:
+        _failing_writes(patch, {layout.RUN_ORDER})
+        first = await slack.request("POST", "/api/adapters/slack/events", body=body, headers=_slack(body))
+    assert first.status == 503  # Slack sees no 2xx and retries
+    retried = await slack.request(
+        "POST", "/api/adapters/slack/events", body=body, headers={**_slack(body), "X-Slack-Retry-Num": "1"}
+    )
+    assert retried.status == 200
+    await QueueRunner(slack).run_until_idle()
+    thread = await slack.request("GET", f"/api/threads/{SLACK_THREAD}")
+    assert (thread.status, (await thread.json()).get("turns")) == (200, 1)  # the message was not dropped
+    assert [text for executor, text in recording_workflow.CALLS if executor == "tail"] == [MENTION["event"]["text"]]
+
+
+# -- an accept racing a drain on another instance leaves no entry behind ----------------
+
+
+def _second_instance() -> FunctionHost:
+    """function_app imported anew: another app object on the same Azurite."""
+    import importlib.util
+    import uuid
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "function_app.py"
+    spec = importlib.util.spec_from_file_location(f"function_app_{uuid.uuid4().hex}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return FunctionHost(module.app)
+
+
+@pytest.mark.parametrize("before", [layout.RUNS, layout.RUN_ORDER], ids=["record", "pending-list"])
+async def test_a_drain_on_another_instance_racing_the_accept_leaves_no_pending_entry(
+    recording: FunctionHost, queue_env: str, monkeypatch: pytest.MonkeyPatch, before: str
+) -> None:
+    """Whatever the second instance's drain does just before the accept writes the run's
+    record or the thread's pending list (here: it handles every message there is, to the
+    end), the run runs once and its entry is gone afterwards."""
+    from functions_adapter import wiring
+    from resumable.background.order import ThreadOrder
+
+    other = _second_instance()
+    original = RecordStore._write
+    raced: list[int] = []
+
+    async def other_drains_first(self: RecordStore[Any], name: str, seen: Any, new: Any, token: str) -> Any:
+        if self.prefix == before and not raced:
+            raced.append(await QueueRunner(other).run_until_idle())
+        return await original(self, name, seen, new, token)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(RecordStore, "_write", other_drains_first)
+        accepted = await accept(recording, "/api/threads/raced/runs", {"messages": "one"})
+        assert accepted.status == 202 and raced
+        await QueueRunner(recording).run_until_idle()
+        await QueueRunner(other).run_until_idle()
+    run_id = (await accepted.json())["run_id"]
+    assert (await status_of(recording, run_id))["status"] == "succeeded"
+    assert await ThreadOrder(wiring.container_for(wiring.load_settings())).pending("raced") == []
+    assert [text for executor, text in recording_workflow.CALLS if executor == "tail"] == ["one"]
+
+
+async def test_a_thread_turn_cancelled_while_queued_leaves_no_pending_entry(
+    recording: FunctionHost, queue_env: str
+) -> None:
+    """Its message then finds the run finished: it still drains the thread, which pops it."""
+    from functions_adapter import wiring
+    from resumable.background.order import ThreadOrder
+
+    run_id = (await (await accept(recording, "/api/threads/called-off/runs", {"messages": "no"})).json())["run_id"]
+    cancelled = await recording.request("POST", f"/api/runs/{run_id}/cancel")
+    assert (await cancelled.json())["status"] == "cancelled"
+    await QueueRunner(recording).run_until_idle()
+    assert await ThreadOrder(wiring.container_for(wiring.load_settings())).pending("called-off") == []
+    assert recording_workflow.CALLS == []
+
+
+async def test_an_accept_whose_message_failed_after_a_drain_started_its_run_is_202(
+    recording: FunctionHost, queue_env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The entry is listed before the message is sent, so a drain of the thread (here on
+    another instance, for the turn before) can run the turn first: the run then stands,
+    and a 503 would have the caller send it again."""
+    from resumable.storage.run_queue import RunQueue
+
+    other = _second_instance()
+    first = await accept(recording, "/api/threads/ahead/runs", {"messages": "first"})
+    original = RunQueue.enqueue
+    sent: list[str] = []
+
+    async def drained_then_outage(self: RunQueue, run_id: str, *, delay_seconds: int = 0) -> None:
+        if not sent:
+            sent.append(run_id)
+            await QueueRunner(other).run_until_idle()  # drains "first", then the front: ours
+            raise StorageUnavailable("Checkpoint storage could not be reached during enqueue run.")
+        await original(self, run_id, delay_seconds=delay_seconds)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(RunQueue, "enqueue", drained_then_outage)
+        second = await accept(recording, "/api/threads/ahead/runs", {"messages": "second"})
+    assert second.status == 202, await second.body()
+    assert sent == [(await second.json())["run_id"]]
+    await QueueRunner(recording).run_until_idle()
+    for answer in (first, second):
+        assert (await status_of(recording, (await answer.json())["run_id"]))["status"] == "succeeded"
+    assert [text for executor, text in recording_workflow.CALLS if executor == "tail"] == ["first", "second"]
+
+
+async def test_a_thread_turn_failed_by_its_poisoned_message_leaves_no_pending_entry(
+    recording: FunctionHost, queue_env: str, azurite: Any
+) -> None:
+    from functions_adapter import wiring
+    from resumable.background.order import ThreadOrder
+    from tests.adapter.test_background_runs import _deliver, _take_message
+
+    run_id = (await (await accept(recording, "/api/threads/poisoned/runs", {"messages": "never"})).json())["run_id"]
+    await _deliver(recording, await _take_message(queue_env, azurite), "fail_poisoned_run")
+    assert (await status_of(recording, run_id))["status"] == "failed"
+    assert await ThreadOrder(wiring.container_for(wiring.load_settings())).pending("poisoned") == []
+
+
+async def test_a_keyed_retry_answered_while_the_first_accept_fails_gets_a_run_that_runs(
+    recording: FunctionHost, queue_env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The retry arrives while the first accept is still under way (the sender timed out):
+    it is answered the stored 202; the first accept then fails to send its message, and
+    its undo must leave that run to run."""
+    from resumable.storage.run_queue import RunQueue
+
+    key = {"Idempotency-Key": "impatient"}
+    original = RunQueue.enqueue
+    retried: list[Any] = []
+    sends: list[str] = []
+
+    async def retry_then_outage(self: RunQueue, run_id: str, *, delay_seconds: int = 0) -> None:
+        sends.append(run_id)
+        if len(sends) == 1:  # the first accept's message: the retry comes in, then the send fails
+            retried.append(await accept(recording, "/api/threads/impatient/runs", {"messages": "once"}, **key))
+            raise StorageUnavailable("Checkpoint storage could not be reached during enqueue run.")
+        await original(self, run_id, delay_seconds=delay_seconds)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(RunQueue, "enqueue", retry_then_outage)
+        first = await accept(recording, "/api/threads/impatient/runs", {"messages": "once"}, **key)
+    [second] = retried
+    assert second.status == 202, await second.body()
+    await QueueRunner(recording).run_until_idle()
+    run_id = (await second.json())["run_id"]
+    assert (await status_of(recording, run_id))["status"] == "succeeded"
+    if first.status == 202:
+        assert (await first.json())["run_id"] == run_id
+    assert [text for executor, text in recording_workflow.CALLS if executor == "tail"] == ["once"]

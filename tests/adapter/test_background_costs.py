@@ -1,12 +1,15 @@
-"""What a background execution costs in blob operations (issue 24: at most 5 for
-``/api/runs``, 8 for a thread turn; 8, 9 and 19 before the typed-record redesign),
-counted where requests leave the storage client, through the registered queue trigger.
+"""What a background execution costs in blob operations, counted where requests leave the
+storage client, through the registered queue trigger: 5 for ``/api/runs`` and 9 for a
+thread turn, the figures docs/background-runs.md, docs/performance.md and bench/results.md
+state (issue 24 asked for at most 5 and 8; 8, 9 and 19 before the typed-record redesign).
 
 The floor under the commit-once protocol is: read the record, claim it, write the commit
 intent, commit (create-only save, plus the pointer's CAS on a thread), write the outcome.
-A resume adds its checkpoint read; a thread turn adds its pointer and head reads and its
-pending list's read and pop. The event log of a run that ends within one flush period
-rides in the outcome write.
+A resume adds its checkpoint read; a thread turn adds its pointer's read and its pending
+list's read and pop. The head checkpoint is read only by an instance that does not have it
+cached: one GET more (``thread-cold``); bench/ counts, like ``thread``, on the instance that
+committed the head. The event log of a run that ends within one flush period rides in the
+outcome write.
 """
 
 from __future__ import annotations
@@ -35,20 +38,30 @@ async def _execution(host: FunctionHost, queue: str, azurite: Azurite, ops: Any,
     [
         ("fresh", {"GET": 1, "PUT": 4}),  # record; claim, intent, checkpoint, outcome
         ("resume", {"GET": 2, "PUT": 4}),  # + the checkpoint it resumes
-        ("thread", {"GET": 4, "PUT": 5, "DELETE": 1}),  # + list, pointer, head; pointer CAS; pop
+        ("thread", {"GET": 3, "PUT": 5, "DELETE": 1}),  # + list, pointer; pointer CAS; pop
+        ("thread-cold", {"GET": 4, "PUT": 5, "DELETE": 1}),  # + the head checkpoint
     ],
 )
 async def test_a_background_execution_costs_at_most(
-    recording: FunctionHost, queue_env: str, azurite: Azurite, ops: Any, kind: str, most: dict[str, int]
+    recording: FunctionHost,
+    queue_env: str,
+    azurite: Azurite,
+    ops: Any,
+    kind: str,
+    most: dict[str, int],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    if kind == "thread-cold":
+        monkeypatch.setenv("CHECKPOINT_CACHE_BYTES", "0")  # no instance has the head cached
     first = await recording.request("POST", "/api/runs", json_body={"messages": "warm up"})
     await recording.request("POST", "/api/threads/costed/runs", json_body={"messages": "warm up"})
     path, body = {
         "fresh": ("/api/runs", {"messages": "x"}),
         "resume": ("/api/runs", {"messages": "x", "checkpoint_id": (await first.json())["checkpoint_id"]}),
         "thread": ("/api/threads/costed/runs", {"messages": "x"}),
+        "thread-cold": ("/api/threads/costed/runs", {"messages": "x"}),
     }[kind]
     counts, log = await _execution(recording, queue_env, azurite, ops, path, **body)
     assert all(counts.get(method, 0) <= limit for method, limit in most.items()), log
     assert set(counts) <= set(most), log
-    assert sum(counts.values()) <= {"fresh": 5, "resume": 6, "thread": 10}[kind], log
+    assert sum(counts.values()) <= {"fresh": 5, "resume": 6, "thread": 9, "thread-cold": 10}[kind], log
