@@ -44,8 +44,7 @@ from azure.storage.blob.aio import ContainerClient
 from ..base import strict_json
 from ..base.errors import ServerMisconfigured
 from ..storage.blob_records import RecordConflict
-from ..storage.record_store import Stored
-from ..storage.service_clock import CLOCK_RESOLUTION
+from ..storage.record_store import CLOCK_RESOLUTION, Stored
 from . import records as rr
 from .callback_records import DELIVERED, GAVE_UP, PENDING, STOPPED, Attempt, CallbackDelivery, Claim, callback_store
 from .finished_run import FinishedRun, RunReader, run_record_reader
@@ -87,6 +86,9 @@ class RetryPolicy:
 def payload(run: FinishedRun) -> bytes:
     body: dict[str, Any] = {"type": "run.completed", "run_id": run.run_id, "status": run.status}
     body["thread_id"] = run.thread_id
+    # Who started the run: a receiver acting for a sender (commenting on a GitHub issue, say)
+    # checks it, since a thread's name alone is any caller's choice.
+    body["origin"] = run.origin
     if run.status == rr.SUCCEEDED:
         body["result"] = run.result
     else:

@@ -21,8 +21,7 @@ clock), nothing of it can arrive.
 from __future__ import annotations
 
 from ..core.commit_ledger import CommitLedger
-from ..storage.record_store import Stored
-from ..storage.service_clock import CLOCK_RESOLUTION
+from ..storage.record_store import CLOCK_RESOLUTION, Stored
 from .schema import RunRecord
 
 # Well above one commit's writes (a save and a pointer move, each at most three tries of

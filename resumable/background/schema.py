@@ -147,6 +147,9 @@ class RunRecord:
     replayed: bool = False
     # The last attempt's events that its log did not get (see ``run_events``).
     tail: tuple[LoggedEvent, ...] = ()
+    # The accepted request's origin (``RunRequest.origin``): the run's turn carries it, so a
+    # thread refuses a run of another origin as it refuses a synchronous turn.
+    origin: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -205,6 +208,7 @@ class RunRecord:
             "callback_url": self.callback_url,
             "tail": [event.to_json() for event in self.tail],
             **({"replayed": True} if self.replayed else {}),
+            "origin": self.origin,
         }
 
     @classmethod
@@ -243,4 +247,5 @@ class RunRecord:
             callback_url=_text(callback_url, optional=True),
             tail=tuple(LoggedEvent.from_json(item) for item in tail),
             replayed=data.get("replayed") is True,
+            origin=_text(data.get("origin"), optional=True),
         )

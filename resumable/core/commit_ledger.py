@@ -13,10 +13,13 @@ rule is written once:
   further back on the head's ``previous_checkpoint_id`` chain: a turn that committed and
   was then built upon stays committed.
 
-The walk back along the chain stops at the first checkpoint stored before the one asked
-about: an ancestor is always stored before its descendants. "Before" is read from the
-blobs' creation times, the storage service's clock, never from the timestamps the
-instances wrote (their wall clocks may disagree by minutes).
+The lineage is decided by parent links, never by the timestamps the instances wrote (their
+wall clocks may disagree by minutes). A lineage is a chain, so the walk back from the
+oldest recent checkpoint stops, "not committed", when it reaches the checkpoint's parent
+without passing the checkpoint (another child of that parent holds its place), or a
+checkpoint stored before it: an ancestor is always stored before its descendants, read on
+the blobs' creation times, the storage service's clock (whole seconds: equal proves
+nothing). When the recent list is the whole lineage, or holds the parent, no walk is needed.
 """
 
 from __future__ import annotations
@@ -59,13 +62,15 @@ class CommitLedger:
         head = await self._pointers.read(thread_id)
         if checkpoint_id == head.checkpoint_id or checkpoint_id in head.recent:
             return True
+        if head.turns <= len(head.recent) or target.previous_checkpoint_id in head.recent:
+            return False  # the recent list is the whole lineage, or holds the parent's child
         return await self._older_lineage_holds(head.recent[-1] if head.recent else None, target)
 
     async def _older_lineage_holds(self, cursor: str | None, target: CheckpointInfo) -> bool:
         """Whether ``target`` is on the chain of parents from ``cursor`` (the oldest recent)."""
         for _ in range(LINEAGE_WALK_LIMIT):
-            if cursor is None:
-                return False
+            if cursor is None or cursor == target.previous_checkpoint_id:
+                return False  # reached the parent without passing the checkpoint
             info = await self._info(cursor)
             if info is None:
                 return False

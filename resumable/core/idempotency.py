@@ -34,20 +34,20 @@ from azure.storage.blob.aio import ContainerClient
 
 from ..base.errors import ClaimLost, IdempotencyRecordUnreadable, RequestInProgress, ResumeError
 from ..storage import layout
-from ..storage.blob_records import RecordUnreadable
-from ..storage.record_store import DELETE, RecordContended, RecordStore, Stored
+from ..storage.record_store import DELETE, RecordStore, Stored
 from .commit_ledger import CommitLedger
 from .idempotency_record import (
     COMMITTING,
     COMPLETED,
     IDEMPOTENCY_KEY,
     IN_PROGRESS,
+    RECORD_ERRORS,
     WEBHOOK_ID,
     CheckCommit,
     Claim,
-    JudgeAge,
     KeyRecord,
     StoredResponse,
+    abandoned,
     embedded,
     expired,
     fingerprint,
@@ -66,29 +66,15 @@ CLAIM_SECONDS = 300
 RENEW_SECONDS = 60
 
 
-def _unreadable(name: str, exc: RecordUnreadable) -> IdempotencyRecordUnreadable:
-    logger.error("Idempotency record %s%s.json is unreadable: %s", PREFIX, name, exc)
-    return IdempotencyRecordUnreadable("The record for this Idempotency-Key cannot be read.")
-
-
 class IdempotencyStore:
     def __init__(self, container: ContainerClient, *, ttl_seconds: int, ledger: CommitLedger) -> None:
-        self._records = RecordStore(container, PREFIX, KeyRecord)
+        self._records = RecordStore(container, PREFIX, KeyRecord, RECORD_ERRORS)
         self._ttl = ttl_seconds
         # Whether a claim's checkpoint committed: the one ledger (``commit_ledger``).
         self._ledger = ledger
 
-    async def _update(
-        self, name: str, change: Callable[..., object], *, contended: type[Exception] | None = None, **kwargs: object
-    ) -> Stored[KeyRecord] | None:
-        try:
-            return await self._records.update(name, change, **kwargs)  # type: ignore[arg-type]
-        except RecordUnreadable as exc:
-            raise _unreadable(name, exc) from exc
-        except RecordContended:
-            if contended is not None:
-                raise contended() from None
-            raise RequestInProgress("The Idempotency-Key is contended; retry later.") from None
+    async def _update(self, name: str, change: Callable[..., object], **kwargs: object) -> Stored[KeyRecord] | None:
+        return await self._records.update(name, change, **kwargs)  # type: ignore[arg-type]
 
     async def _claim_or_replay(
         self, name: str, kind: str, wanted: KeyRecord, *, on_completed: Callable[[KeyRecord], None]
@@ -96,45 +82,40 @@ class IdempotencyStore:
         """Write ``wanted`` where the key is free (absent, expired, or abandoned), else judge
         the record: a replay (``on_completed``), a reuse (422/409), or in progress (409).
 
-        Whether a claim was abandoned is judged on the record exactly as read, by its age on
-        the storage service's clock (``service_clock``), never by comparing this instance's
-        clock with a time another instance wrote; a takeover is written only over that read."""
+        Whether a claim was abandoned, or a response expired, is judged on the record exactly
+        as read, by its age on the storage service's clock (``update(stored=True)``), never
+        by comparing this instance's clock with a time another instance wrote; a takeover is
+        written by compare-and-swap over that read."""
         verified: set[str] = set()  # committing checkpoints found not committed
+        change = functools.partial(
+            judge,
+            wanted=wanted,
+            kind=kind,
+            verified=verified,
+            claim_seconds=CLAIM_SECONDS,
+            ttl_seconds=self._ttl,
+            on_completed=on_completed,
+        )
         # Optimistic: most keys are new, so create first (one write); an existing record
-        # costs the failed create and one read, and a claim whose age must be judged one
-        # more read (the record with the service's dates).
-        judged: Stored[KeyRecord] | None = None
-        for round_ in range(4):
-            # ``judged``: the record as last read here, whose age (service clock) is known.
-            change = functools.partial(judge, wanted=wanted, kind=kind, verified=verified, basis=judged)
-            change = functools.partial(
-                change, claim_seconds=CLAIM_SECONDS, ttl_seconds=self._ttl, on_completed=on_completed
-            )
+        # costs the failed create and one read.
+        start: dict[str, object] = {"current": None}
+        for _ in range(3):
             try:
-                if round_ == 0:
-                    return await self._update(name, change, current=None)
-                # Exactly over the record as judged: a change since is judged afresh.
-                return await self._update(name, change, current=judged, attempts=1, contended=JudgeAge)
+                return await self._update(name, change, stored=True, **start)
             except CheckCommit as pending:
+                start = {}
                 final = await self._outcome(pending.record)
                 if final is not None:
                     # The run committed but its last write was lost: its response is final.
                     await self._finish(name, final)
                     on_completed(final)
                     return None
+                if not abandoned(pending.stored, CLAIM_SECONDS):
+                    raise RequestInProgress(
+                        "A request with this Idempotency-Key is still running; retry later."
+                    ) from None
                 verified.add(str(pending.record.checkpoint_id))
-                if judged is not None and judged.value is pending.record:
-                    continue  # judge that same read by its age
-            except JudgeAge:
-                pass
-            judged = await self._get(name)
         raise RequestInProgress("The Idempotency-Key is contended; retry later.")
-
-    async def _get(self, name: str) -> Stored[KeyRecord] | None:
-        try:
-            return await self._records.get(name)
-        except RecordUnreadable as exc:
-            raise _unreadable(name, exc) from exc
 
     async def _outcome(self, record: KeyRecord) -> KeyRecord | None:
         """``record`` with its final response if the checkpoint it names was committed, else None."""
@@ -172,14 +153,11 @@ class IdempotencyStore:
     async def peek(self, key: str, request_fingerprint: str, *, kind: str) -> StoredResponse | None:
         """An earlier identical request's final response, or None; a reused key is refused.
         Writes nothing: an unfinished claim is judged by ``begin`` or ``accept_once``."""
-        try:
-            found = await self._records.get(record_name(key, kind))
-        except RecordUnreadable as exc:
-            raise IdempotencyRecordUnreadable("The record for this Idempotency-Key cannot be read.") from exc
+        found = await self._records.get(record_name(key, kind))
         if found is None:
             return None
         record = found.value
-        if record.state == COMPLETED and time.time() > float(record.expires_at or 0) and expired(found, self._ttl):
+        if record.state == COMPLETED and expired(found, self._ttl):
             return None
         if record.fingerprint != request_fingerprint:
             raise reused_error(kind)

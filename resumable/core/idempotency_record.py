@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,9 +32,12 @@ from ..base.errors import (
     ResumeError,
     WebhookIdReused,
 )
-from ..storage.record_store import Stored
+from ..storage import layout
+from ..storage.blob_records import RecordUnreadable
+from ..storage.record_store import RecordErrors, Stored
 from ..storage.service_clock import lapsed
 
+logger = logging.getLogger(__name__)
 IN_PROGRESS, COMMITTING, COMPLETED = "in_progress", "committing", "completed"
 MAX_KEY_LENGTH = 255
 _NUMBER = (int, float)
@@ -205,51 +209,42 @@ class Claim:
         return None
 
 
-class JudgeAge(Exception):
-    """A claim's age must be judged on the record as read, with the service's dates."""
-
-
 class CheckCommit(Exception):
     """The record names a checkpoint: whether it was committed needs a storage read."""
 
-    def __init__(self, record: KeyRecord) -> None:
-        self.record = record
+    def __init__(self, stored: Stored[KeyRecord]) -> None:
+        self.stored = stored
+        self.record = stored.value
 
 
 def judge(
-    current: KeyRecord | None,
+    stored: Stored[KeyRecord] | None,
     *,
     wanted: KeyRecord,
     kind: str,
     verified: set[str],
-    basis: Stored[KeyRecord] | None,
     claim_seconds: float,
     ttl_seconds: float,
     on_completed: Callable[[KeyRecord], None],
 ) -> KeyRecord | None:
-    """What a request that wants the key (``wanted``) makes of its record: ``wanted`` where
-    the key is free (absent, expired, or abandoned), None after a replay (``on_completed``),
-    or an error (reused, in progress). ``CheckCommit`` when a checkpoint it names is not
-    among the ``verified`` (found not committed); ``JudgeAge`` when an unfinished claim is
-    not ``basis``, the record as last read with the service's dates (an unfinished claim, or
-    a response this instance's clock finds expired: the service's clock decides)."""
-    if current is None:
+    """What a request that wants the key (``wanted``) makes of its record as read
+    (``stored``, with its age on the service's clock): ``wanted`` where the key is free
+    (absent, expired, or abandoned), None after a replay (``on_completed``), or an error
+    (reused, in progress). ``CheckCommit`` when a checkpoint it names is not among the
+    ``verified`` (found not committed)."""
+    if stored is None:
         return wanted
-    if current.state == COMPLETED and time.time() > float(current.expires_at or 0):
-        if basis is None or basis.value is not current:
-            raise JudgeAge()
-        if expired(basis, ttl_seconds):
-            return wanted
+    current = stored.value
+    if current.state == COMPLETED and expired(stored, ttl_seconds):
+        return wanted
     if current.fingerprint != wanted.fingerprint:
         raise reused_error(kind)
     if current.state == COMPLETED:
         on_completed(current)
         return None
     if current.checkpoint_id is not None and current.checkpoint_id not in verified:
-        raise CheckCommit(current)  # committing, or in progress on a planned checkpoint
-    if basis is None or basis.value is not current:
-        raise JudgeAge()
-    if not abandoned(basis, claim_seconds):
+        raise CheckCommit(stored)  # committing, or in progress on a planned checkpoint
+    if not abandoned(stored, claim_seconds):
         raise RequestInProgress("A request with this Idempotency-Key is still running; retry later.")
     # Its holder died without finishing; a planned checkpoint stays the key's.
     return dataclasses.replace(wanted, checkpoint_id=wanted.checkpoint_id and current.checkpoint_id)
@@ -257,20 +252,19 @@ def judge(
 
 def expired(stored: Stored[KeyRecord], ttl_seconds: float) -> bool:
     """Whether a ``completed`` record is past its TTL by the storage service's clock (it is
-    never rewritten once completed, so its age counts from completion). Only asked once this
-    instance's clock says so: a clock running ahead never runs a request again early."""
-    verdict = lapsed(stored, ttl_seconds)
-    return verdict if verdict is not None else time.time() > float(stored.value.expires_at or 0)
+    never rewritten once completed, so its age counts from completion). Only once this
+    instance's clock says so too: a clock running ahead never runs a request again early."""
+    if time.time() <= float(stored.value.expires_at or 0):
+        return False
+    return lapsed(stored, ttl_seconds) is not False
 
 
 def abandoned(stored: Stored[KeyRecord], claim_seconds: float) -> bool:
-    """Whether a claim was left unrenewed for ``claim_seconds``, by the storage service's
-    clock (``service_clock``): never this instance's clock against the holder's
-    ``claimed_at``, unless the answer carried no dates and that is all there is."""
-    verdict = lapsed(stored, claim_seconds)
-    if verdict is None:
-        return time.time() - float(stored.value.claimed_at or 0) > claim_seconds
-    return verdict
+    """Whether a claim was left unrenewed for ``claim_seconds``, on the storage service's
+    clock alone (``service_clock``): each renewal rewrites the record, so its age is the
+    time since. Never this instance's clock against the holder's ``claimed_at``; an age
+    the answer cannot tell never counts as abandoned."""
+    return lapsed(stored, claim_seconds) is True
 
 
 def reused_error(kind: str) -> ResumeError:
@@ -283,3 +277,14 @@ def stored_response(record: KeyRecord) -> StoredResponse:
     if record.status is None or record.body is None:
         raise IdempotencyRecordUnreadable("The stored response for this Idempotency-Key cannot be read.")
     return StoredResponse(record.status, record.body, record.run_id, record.claimed_at)
+
+
+def _unreadable(name: str, exc: RecordUnreadable) -> IdempotencyRecordUnreadable:
+    logger.error("Idempotency record %s%s.json is unreadable: %s", layout.IDEMPOTENCY, name, exc)
+    return IdempotencyRecordUnreadable("The record for this Idempotency-Key cannot be read.")
+
+
+RECORD_ERRORS = RecordErrors(
+    unreadable=_unreadable,
+    contended=lambda _name, _exc: RequestInProgress("The Idempotency-Key is contended; retry later."),
+)

@@ -47,6 +47,9 @@ class RunRequest:
     fork_from: str | None = None
     # The turn started a new thread where an expired one was (reported as ``thread_created``).
     thread_created: bool = False
+    # Who sends the turn, as the adapter names it (``api``, ``principal:<id>``, ``slack:<team>``):
+    # a thread records its first turn's origin and refuses turns of any other (``Forbidden``).
+    origin: str | None = None
 
 
 class AfterSave(Protocol):

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .record_store import Stored
-
-# Last-Modified and Date have whole seconds: an age read from them is this far off at most.
-CLOCK_RESOLUTION = 1.0
+from .record_store import CLOCK_RESOLUTION, Stored
 
 
 def lapsed(stored: Stored[Any], seconds: float) -> bool | None:
@@ -26,4 +23,4 @@ def lapsed(stored: Stored[Any], seconds: float) -> bool | None:
     return age > seconds + CLOCK_RESOLUTION
 
 
-__all__ = ["CLOCK_RESOLUTION", "lapsed"]
+__all__ = ["lapsed"]
