@@ -58,6 +58,8 @@ class Client:
     finished: dict[str, str] = field(default_factory=dict)  # run → its final status
     deleted: bool = False
     problems: list[str] = field(default_factory=list)  # what a scenario saw go wrong
+    # metadata another instance wrote after this client's write landed (last writer wins)
+    later_metadata: list[dict[str, str]] = field(default_factory=list)
 
     @contextlib.contextmanager
     def on(self, instance: Instance | None) -> Iterator[None]:

@@ -134,11 +134,6 @@ async def test_two_forks_of_one_checkpoint(pair: Pair) -> None:
     await pair.rounds(one)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 28 item 5: a metadata PUT without If-Match answers 412 when another write lands "
-    "between its read and its write (fixed on branch i28-threads-records)",
-)
 async def test_two_metadata_puts_without_if_match_both_apply(pair: Pair) -> None:
     async def one(pair: Pair, client: Client) -> None:
         async def put(name: str) -> int:
