@@ -378,6 +378,7 @@ def test_routes_and_auth_levels_are_registered_as_documented(host: FunctionHost)
         ("cancel_response", ("POST",), "FUNCTION"),
         ("response_input_items", ("GET",), "FUNCTION"),
         ("health", ("GET",), "ANONYMOUS"),
+        ("openapi", ("GET",), "ANONYMOUS"),
     }
     queues = {
         name: (t.binding["queueName"], t.binding["connection"])
