@@ -68,10 +68,14 @@ def build_service(settings: Settings) -> RunService:
     return RunService(store, spec, ThreadPointers(container, heads))
 
 
-def idempotency_store(settings: Settings, service: RunService, *, ttl_seconds: int) -> IdempotencyStore:
-    """Records beside the checkpoints; a claim's commit is checked against this service."""
+def idempotency_store(
+    settings: Settings, service: RunService, *, ttl_seconds: int, scope: str | None = None
+) -> IdempotencyStore:
+    """Records beside the checkpoints; a claim's commit is checked against this service.
+    ``scope``: whose keys (``keyed_call.DedupeKey.scope``)."""
     return IdempotencyStore(
         container_for(settings),
         ttl_seconds=ttl_seconds,
         ledger=service.ledger,
+        scope=scope,
     )

@@ -44,7 +44,7 @@ async def submit(
     container = container_for(settings)
     keys = None
     if dedupe is not None:
-        keys = idempotency_store(settings, build_service(settings), ttl_seconds=dedupe.ttl_seconds)
+        keys = idempotency_store(settings, build_service(settings), ttl_seconds=dedupe.ttl_seconds, scope=dedupe.scope)
     carrier: dict[str, str] = {}
     propagate.inject(carrier)
 

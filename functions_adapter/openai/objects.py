@@ -56,13 +56,6 @@ class ResponseInProgress(RequestInProgress):
     code = "response_in_progress"
 
 
-class OutcomeUnknown(ResumeError):
-    """Storage failed at the commit point and nobody can tell whether the turn committed:
-    500 with ``x-should-retry: false`` (no Retry-After), so no client retries it blindly."""
-
-    code = "outcome_unknown"
-
-
 def with_param(error: ResumeError, param: str) -> ResumeError:
     """``error`` naming the request field it is about (OpenAI's ``param``)."""
     error.details = {**(error.details or {}), "param": param}

@@ -171,19 +171,12 @@ async def _respond(create: _Create) -> Response:
         origin=turn.request.origin,
     )
     pending = PendingRecord(RunRecords(container_for(settings)), record) if parsed.store else None
-    commit = ResponseCommit(base, None if keyed is None else keyed.claim, pending, create.service.is_committed)
+    commit = ResponseCommit(base, None if keyed is None else keyed.claim, pending)
     owner = RunOwner(turn.runner, turn.request, claim=commit)  # the claim it settles: see ResponseCommit
     if parsed.stream:
         events = await owner.stream(keepalive_seconds=settings.sse_keepalive_seconds)
         return event_stream(live_frames(ResponseEvents(base), events, commit, base))
-    try:
-        await owner.result()
-    except ResumeError as exc:
-        reported = commit.reported(exc)
-        if reported is exc:
-            raise
-        if reported is not None:
-            raise reported from exc
+    await owner.result()  # a failure after the commit point is resolved there (commit_outcome)
     return Response(commit.final, media_type=JSON_MEDIA_TYPE)
 
 

@@ -139,6 +139,11 @@ class CallbackDeliveries:
             if existing is not None and _unsent(existing, now):
                 await self._send_later(run.run_id, 0)
             return
+        if await self._runs(run.run_id) is None:
+            # Its thread was deleted meanwhile: a DELETE removes run records before callback
+            # records, so either it finds this one, or this finds the run gone (nothing stays).
+            await self.records.delete(run.run_id, etag=created.etag)
+            return
         try:
             await self._send_later(run.run_id, 0)
         except Exception:
@@ -153,6 +158,9 @@ class CallbackDeliveries:
         if stored is not None and stored.value.final:
             return  # a late duplicate
         run = None if stored is None else await self._runs(run_id)
+        if run is None and stored is not None:
+            await self.records.delete(run_id, etag=stored.etag)  # its run's thread was deleted
+            return
         if run is None or not run.terminal:
             logger.warning("Dropped a callback message for run %s: no callback is scheduled for it", run_id)
             return

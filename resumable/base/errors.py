@@ -99,6 +99,13 @@ class WorkflowFailed(ResumeError):
     code = "workflow_failed"
 
 
+class OutcomeUnknown(ResumeError):
+    """Storage failed after a turn's commit point and whether it committed cannot be told:
+    never answered as retryable, since a blind retry could apply the turn twice."""
+
+    code = "outcome_unknown"
+
+
 class InvalidSignature(ResumeError):
     """The webhook signature is missing, stale or wrong (checked before any storage access)."""
 

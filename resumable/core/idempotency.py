@@ -1,6 +1,6 @@
 """Idempotency keys: one run per key, and its response replayed to every retry.
 
-A record per key (``idempotency/<sha256(key)>.json``) moves through three states:
+A record per key and caller (``idempotency/<sha256>.json``, ``record_name``) moves through three states:
 
 * ``in_progress``: created when a request claims the key, renewed every
   ``RENEW_SECONDS`` while it runs (a second request gets 409 ``request_in_progress``);
@@ -67,7 +67,12 @@ RENEW_SECONDS = 60
 
 
 class IdempotencyStore:
-    def __init__(self, container: ContainerClient, *, ttl_seconds: int, ledger: CommitLedger) -> None:
+    def __init__(
+        self, container: ContainerClient, *, ttl_seconds: int, ledger: CommitLedger, scope: str | None = None
+    ) -> None:
+        """``scope``: whose keys these are (``record_name``): a key names another record
+        in every scope."""
+        self._scope = scope
         self._records = RecordStore(container, PREFIX, KeyRecord, RECORD_ERRORS)
         self._ttl = ttl_seconds
         # Whether a claim's checkpoint committed: the one ledger (``commit_ledger``).
@@ -136,7 +141,7 @@ class IdempotencyStore:
         """Claim the key, or return the stored response of an earlier identical request.
         ``plan_checkpoint``: the call commits by creating a checkpoint (no thread), and must
         save under the one its claim names (``Claim.planned_checkpoint_id``)."""
-        name = record_name(key, kind)
+        name = record_name(key, kind, self._scope)
         token = uuid.uuid4().hex
         replay: list[StoredResponse] = []
         planned = str(uuid.uuid4()) if plan_checkpoint else None
@@ -153,7 +158,7 @@ class IdempotencyStore:
     async def peek(self, key: str, request_fingerprint: str, *, kind: str) -> StoredResponse | None:
         """An earlier identical request's final response, or None; a reused key is refused.
         Writes nothing: an unfinished claim is judged by ``begin`` or ``accept_once``."""
-        found = await self._records.get(record_name(key, kind))
+        found = await self._records.get(record_name(key, kind, self._scope))
         if found is None:
             return None
         record = found.value
@@ -168,7 +173,7 @@ class IdempotencyStore:
     ) -> StoredResponse | None:
         """Store a background accept's response for the key: None if it was stored now
         (the run is this request's to create), or the earlier identical accept's response."""
-        name = record_name(key, kind)
+        name = record_name(key, kind, self._scope)
         replay: list[StoredResponse] = []
         accepted = KeyRecord(
             COMPLETED,
@@ -185,7 +190,9 @@ class IdempotencyStore:
 
     async def forget_accept(self, key: str, kind: str, run_id: str) -> None:
         """Release a background accept's key whose run was never created (the accept failed)."""
-        await self._update(record_name(key, kind), lambda r: DELETE if r is not None and r.run_id == run_id else None)
+        await self._update(
+            record_name(key, kind, self._scope), lambda r: DELETE if r is not None and r.run_id == run_id else None
+        )
 
     async def _change_claim(self, claim: Claim, change: Callable[[KeyRecord], KeyRecord | object]) -> None:
         """Apply ``change`` while the record is still this claim's; ``ClaimLost`` otherwise."""

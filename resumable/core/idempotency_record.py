@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -170,11 +171,22 @@ def fingerprint(method: str, path: str, body: bytes) -> str:
     return hashlib.sha256(f"{method} {path}\n".encode() + body).hexdigest()
 
 
-def record_name(key: str, kind: str) -> str:
-    """The record's name: the two namespaces never meet (an Idempotency-Key never
-    matches a webhook-id with the same text)."""
+def record_name(key: str, kind: str, scope: str | None = None) -> str:
+    """The record's name: the namespaces never meet (an Idempotency-Key never matches a
+    webhook-id with the same text, nor one caller's key another caller's).
+
+    ``scope``: whose key it is (the caller's origin), so another caller sending the same key
+    and body gets its own outcome, never the stored response of someone else's turn. None
+    keeps the names records had before scopes (the app's function-key callers, one origin).
+    A scoped name's text starts with a newline, which no unscoped one does (keys are
+    printable, kinds are header names), and JSON keeps its parts apart.
+    """
     validate_key(key)
-    return hashlib.sha256(key.encode() if kind == IDEMPOTENCY_KEY else f"{kind}\n{key}".encode()).hexdigest()
+    if scope is not None:
+        text = "\n" + json.dumps([scope, kind, key])
+    else:
+        text = key if kind == IDEMPOTENCY_KEY else f"{kind}\n{key}"
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

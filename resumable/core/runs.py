@@ -72,6 +72,8 @@ Event = tuple[str, dict[str, Any]]
 # last moment to refuse the commit. What it returns is added to the checkpoint's metadata
 # (an idempotency claim's response, when the checkpoint itself records the commit).
 CommitHook = Callable[..., Awaitable[Mapping[str, Any] | None]]
+# A hook may also have ``not_committed()``: told when a thread turn's checkpoint save failed,
+# so the turn is known not to have committed (its commit is the pointer swap, never reached).
 
 
 class WorkflowSource(Protocol):
@@ -93,6 +95,10 @@ class Runner(Protocol):
         self, request: RunRequest, *, before_commit: CommitHook | None = None, cleanup: AsyncExitStack | None = None
     ) -> AsyncIterator[Event]:
         """Start the run; what it holds until the stream ends is registered on ``cleanup``."""
+        ...
+
+    async def is_committed(self, checkpoint_id: str, thread_id: str | None) -> bool:
+        """Whether ``checkpoint_id`` was committed (the one answer, ``RunService``'s)."""
         ...
 
 
@@ -143,7 +149,13 @@ class RunService:
             carried = await before_commit(saved.checkpoint_id, thread_id, rendered, stamp=saved.timestamp)
             if carried:
                 saved.metadata = {**saved.metadata, **carried}
-        await self.store.save(saved, thread_id=thread_id, replaced_head=head.replaced_head if head else None)
+        try:
+            await self.store.save(saved, thread_id=thread_id, replaced_head=head.replaced_head if head else None)
+        except BaseException:
+            withdraw = getattr(before_commit, "not_committed", None)
+            if head is not None and callable(withdraw):
+                withdraw()
+            raise
         if head is not None:
             await head.after_save(saved.checkpoint_id)
         return body, rendered
