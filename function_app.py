@@ -136,6 +136,14 @@ async def response_input_items(req: Request) -> Response:
     return await responses_api.handle_input_items(req, req.path_params.get("response_id", ""))
 
 
+@app.route(route="ag-ui", methods=["POST"])
+async def ag_ui(req: Request) -> Response:
+    """AG-UI: a RunAgentInput on a thread (threadId), answered as an AG-UI event stream."""
+    from functions_adapter import ag_ui  # noqa: PLC0415 - on first use
+
+    return await ag_ui.handle_run(req)
+
+
 @app.timer_trigger(schedule="0 17 * * * *", arg_name="timer", run_on_startup=False)
 async def sweep_orphan_checkpoints(timer: func.TimerRequest) -> None:
     """Hourly at :17, a budgeted slice of the daily pass: delete thread checkpoints no thread

@@ -13,7 +13,7 @@ from contextlib import AsyncExitStack, aclosing
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agent_framework import Workflow, WorkflowCheckpoint, WorkflowEvent
+from agent_framework import Message, Workflow, WorkflowCheckpoint, WorkflowEvent
 
 from ..base import strict_json
 from ..base.errors import CheckpointNotFound, ResumeError, WorkflowFailed
@@ -21,8 +21,9 @@ from ..base.tracing import RequestScope, within
 from ..checkpoints.blob_store import BlobCheckpointStorage
 from ..checkpoints.info import CheckpointInfo
 from ..threads.pointers import ThreadPointers
-from .results import ResultCollector
-from .resume import PreparedRun, TurnInput, prepare_run
+from ..threads.transcript import TRANSCRIPT, transcript
+from .results import ResultCollector, message_json
+from .resume import PreparedRun, TurnInput, prepare_run, unseen_input
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,15 @@ class RunRequest:
     fork_from: str | None = None
     # The turn started a new thread where an expired one was (reported as ``thread_created``).
     thread_created: bool = False
+    # A client that resends its whole conversation (AG-UI): its input messages, each with its
+    # ID. Only those the checkpoint resumed from has not recorded are applied (``unseen_input``).
+    resent: tuple[Message, ...] | None = None
+
+
+def _sent(message: Message) -> dict[str, str]:
+    """A sent message as its turn's transcript records it, with its own ID if it came with one."""
+    item = message_json(message)
+    return item if message.message_id is None else {**item, "id": message.message_id}
 
 
 class AfterSave(Protocol):
@@ -112,7 +122,8 @@ class RunService:
         await asyncio.sleep(0)
         workflow = self.spec.build()
         await asyncio.sleep(0)
-        return await prepare_run(workflow, checkpoint, request.turn, stream=request.stream)
+        turn = request.turn if request.resent is None else unseen_input(request.turn, request.resent, checkpoint)
+        return await prepare_run(workflow, checkpoint, turn, stream=request.stream)
 
     async def _save(
         self,
@@ -136,6 +147,9 @@ class RunService:
             body["thread_created"] = True
         rendered = strict_json.dumps(body)
         thread_id = head.thread_id if head else None
+        if head is not None:  # a thread's messages are read back from its turns' checkpoints
+            sent = [_sent(m) for m in run.turn.messages or ()]
+            saved.metadata = {**saved.metadata, TRANSCRIPT: transcript(sent, body)}
         if before_commit is not None:
             carried = await before_commit(saved.checkpoint_id, thread_id, rendered, stamp=saved.timestamp)
             if carried:

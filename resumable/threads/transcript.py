@@ -13,7 +13,9 @@ first, reading one checkpoint per turn until the page is full. Oldest first
 (``newest_first=False``) walks the lineage's metadata back to the start first (one
 metadata read per turn, at most ``MAX_OLDEST_FIRST_TURNS``), then reads only the page's
 checkpoints. A message's ID is ``msg_<checkpoint_id>_<n>``; ``after`` takes one, and a
-message ID of another thread's checkpoint is ``InvalidRequest``.
+message ID of another thread's checkpoint is ``InvalidRequest``. A sent message that came
+with its own ID (``Message.message_id``: AG-UI's client-made IDs) is recorded with it
+(``"id"``) and keeps it (``recorded_input_ids``: what a resent conversation is checked against).
 """
 
 from __future__ import annotations
@@ -43,7 +45,10 @@ def transcript(sent: Iterable[Mapping[str, str]], body: Mapping[str, Any]) -> di
     def kept(message: Mapping[str, Any]) -> dict[str, str]:
         content = str(message.get("content", ""))[: max(budget[0], 0)]
         budget[0] -= len(content)
-        return {"role": str(message.get("role", "")), "content": content}
+        item = {"role": str(message.get("role", "")), "content": content}
+        if isinstance(message.get("id"), str):
+            item["id"] = message["id"]
+        return item
 
     return {
         "in": [kept(m) for m in sent],
@@ -74,8 +79,17 @@ def _messages(checkpoint_id: str, metadata: Mapping[str, Any]) -> list[ThreadMes
     for sent, key in ((True, "in"), (False, "out")):
         for item in record.get(key) or []:
             if isinstance(item, dict) and isinstance(item.get("content"), str) and isinstance(item.get("role"), str):
-                found.append(ThreadMessage(f"msg_{checkpoint_id}_{len(found)}", item["role"], item["content"], sent))
+                own = item.get("id") if sent and isinstance(item.get("id"), str) else None
+                message_id = own or f"msg_{checkpoint_id}_{len(found)}"
+                found.append(ThreadMessage(message_id, item["role"], item["content"], sent))
     return found
+
+
+def recorded_input_ids(metadata: Mapping[str, Any]) -> frozenset[str]:
+    """The IDs a turn's sent messages came with (none for a turn sent without IDs)."""
+    record = metadata.get(TRANSCRIPT)
+    items = record.get("in") if isinstance(record, dict) else None
+    return frozenset(i["id"] for i in items or [] if isinstance(i, dict) and isinstance(i.get("id"), str))
 
 
 def _after(value: str | None) -> tuple[str, int] | None:

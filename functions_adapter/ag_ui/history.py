@@ -1,0 +1,37 @@
+"""A thread's history for a snapshot: its messages, oldest first, and what it waits on.
+
+Reads only: the pointer, one checkpoint per turn back from the head
+(``transcript.messages_page``, at most ``MAX_SNAPSHOT_MESSAGES`` messages, the newest),
+then the pointer and the head again for its pending requests (they become interrupts).
+A thread with no turns yet has an empty history.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from resumable.base.errors import CheckpointNotFound, ThreadNotFound
+from resumable.core.results import request_json
+from resumable.threads.transcript import ThreadMessage, messages_page
+
+from ..settings import Settings
+from ..wiring import build_service
+
+MAX_SNAPSHOT_MESSAGES = 200
+
+
+async def thread_history(settings: Settings, thread_id: str) -> tuple[list[ThreadMessage], list[dict[str, Any]]]:
+    service = build_service(settings)
+    try:
+        page, _ = await messages_page(service.pointers, service.store, thread_id, limit=MAX_SNAPSHOT_MESSAGES)
+    except ThreadNotFound:
+        return [], []
+    page.reverse()
+    head = await service.pointers.read(thread_id)
+    if head.checkpoint_id is None or head.deleting:
+        return page, []
+    try:
+        checkpoint = await service.store.load(head.checkpoint_id)
+    except CheckpointNotFound:  # retention removed it: nothing waits any more
+        return page, []
+    return page, [request_json(e) for e in checkpoint.pending_request_info_events.values()]

@@ -1,0 +1,175 @@
+"""POST /api/ag-ui in-process: AG-UI input → one thread turn, events out, costs as the runs route."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from devtools.function_host import FunctionHost
+from devtools.op_counter import OperationCounter
+
+
+def agui_body(thread_id: str, messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    """What @ag-ui/client 1.0's HttpAgent sends: every field, the whole conversation."""
+    return {
+        "threadId": thread_id,
+        "runId": str(uuid.uuid4()),
+        "protocolVersion": "1.0",
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        "state": {},
+        "messages": messages,
+        **extra,
+    }
+
+
+def user(text: str) -> dict[str, str]:
+    return {"id": str(uuid.uuid4()), "role": "user", "content": text}
+
+
+async def agui(host: FunctionHost, body: Any) -> tuple[int, list[dict[str, Any]]]:
+    raw = json.dumps(body).encode() if not isinstance(body, bytes) else body
+    response = await host.request(
+        "POST", "/api/ag-ui", body=raw, headers={"content-type": "application/json", "accept": "text/event-stream"}
+    )
+    text = (await response.body()).decode()
+    if response.status != 200:
+        return response.status, [json.loads(text)]
+    frames = [f for f in text.split("\n\n") if f.startswith("data: ")]
+    return 200, [json.loads(f[len("data: ") :]) for f in frames]
+
+
+def types(events: list[dict[str, Any]]) -> list[str]:
+    return [e["type"] for e in events]
+
+
+def replies(events: list[dict[str, Any]]) -> dict[str, str]:
+    texts: dict[str, str] = {}
+    for e in events:
+        if e["type"] == "TEXT_MESSAGE_START":
+            texts[e["messageId"]] = ""
+        elif e["type"] == "TEXT_MESSAGE_CONTENT":
+            texts[e["messageId"]] += e["delta"]
+    return texts
+
+
+async def test_two_runs_then_a_reload_snapshot(host: FunctionHost) -> None:
+    first_message = user("hello")
+    status, events = await agui(host, agui_body("ag-1", [first_message]))
+    assert status == 200
+    assert types(events) == [
+        "RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_FINISHED"
+    ]  # fmt: skip
+    assert events[0]["threadId"] == "ag-1" and "outcome" not in events[-1]
+    ((reply_id, reply),) = replies(events).items()
+    assert reply.startswith("turn 1")
+
+    # The client echoes the conversation back, the reply under the ID the server gave it.
+    conversation = [first_message, {"id": reply_id, "role": "assistant", "content": reply}, user("again")]
+    status, events = await agui(host, agui_body("ag-1", conversation))
+    ((second_id, second),) = replies(events).items()
+    assert second.startswith('turn 2: you said "again"') and '"hello"' in second
+
+    # A fresh frontend on the same thread: no messages → the history, nothing run.
+    status, events = await agui(host, agui_body("ag-1", []))
+    assert types(events) == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    snapshot = events[1]["messages"]
+    expected = [first_message["id"], reply_id, conversation[2]["id"], second_id]
+    assert [m["id"] for m in snapshot] == expected
+    assert [m["role"] for m in snapshot] == ["user", "assistant", "user", "assistant"]
+    assert snapshot[3]["content"] == second
+    # Resending the whole conversation with nothing new runs nothing either.
+    status, events = await agui(host, agui_body("ag-1", [*conversation, {**snapshot[3]}]))
+    assert types(events) == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    head = await (await host.request("GET", "/api/threads/ag-1")).json()
+    assert head["turns"] == 2
+
+
+async def test_an_approval_is_an_interrupt_and_resume_answers_it(host: FunctionHost) -> None:
+    ask = user("needs approval please")
+    _, events = await agui(host, agui_body("ag-2", [ask]))
+    assert types(events) == ["RUN_STARTED", "RUN_FINISHED"]
+    outcome = events[-1]["outcome"]
+    assert outcome["type"] == "interrupt"
+    (interrupt,) = outcome["interrupts"]
+    assert interrupt["reason"] == "request_info" and interrupt["id"]
+
+    # A reload while it waits shows the interrupt again.
+    _, reload = await agui(host, agui_body("ag-2", [ask]))
+    assert types(reload) == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    assert reload[-1]["outcome"]["interrupts"][0]["id"] == interrupt["id"]
+
+    resume = [{"interruptId": interrupt["id"], "status": "resolved", "payload": "yes"}]
+    _, events = await agui(host, agui_body("ag-2", [ask], resume=resume))
+    ((_, reply),) = replies(events).items()
+    assert 'Approval answer: "yes"' in reply and "outcome" not in events[-1]
+
+
+async def test_cancelled_leaves_the_request_pending(host: FunctionHost) -> None:
+    ask = user("approval needed")
+    _, events = await agui(host, agui_body("ag-3", [ask]))
+    interrupt_id = events[-1]["outcome"]["interrupts"][0]["id"]
+    resume = [{"interruptId": interrupt_id, "status": "cancelled"}]
+    _, events = await agui(host, agui_body("ag-3", [ask], resume=resume))
+    assert types(events) == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    assert events[-1]["outcome"]["interrupts"][0]["id"] == interrupt_id
+    # A new message while it waits is refused as on the runs route.
+    _, events = await agui(host, agui_body("ag-3", [ask, user("something else")]))
+    assert types(events) == ["RUN_STARTED", "RUN_ERROR"]
+    assert events[-1]["code"] == "pending_requests"
+
+
+async def test_refused_runs_are_run_error_after_run_started(host: FunctionHost) -> None:
+    _, events = await agui(host, agui_body("bad..id", [user("hi")]))
+    assert types(events) == ["RUN_STARTED", "RUN_ERROR"] and events[-1]["code"] == "invalid_request"
+    _, events = await agui(host, agui_body("ag-4", [user("x" * 40_000)]))
+    assert types(events) == ["RUN_STARTED", "RUN_ERROR"] and events[-1]["code"] == "invalid_request"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"not json",
+        b"[]",
+        b'{"threadId": "t"}',
+        b'{"threadId": 5, "runId": "r", "messages": []}',
+        b'{"threadId": "t", "runId": "r", "messages": [{"role": "user"}]}',
+        b'{"threadId": "t", "runId": "r", "messages": "hi"}',
+        b'{"threadId": "", "runId": "r", "messages": []}',
+        b'{"threadId": "t", "runId": "r", "messages": [], "resume": [{"interruptId": "i", "status": "maybe"}]}',
+        b'{"threadId": "t", "runId": "r", "messages": [{"id": "m", "role": "user", "content": [{"type": "image"}]}]}',
+        b'{"threadId": "t", "runId": "r", "messages": [], "x": NaN}',
+    ],
+)
+async def test_hostile_bodies_are_400_before_any_event(host: FunctionHost, body: bytes) -> None:
+    status, (error,) = await agui(host, body)
+    assert status == 400 and error["error"]["code"] == "invalid_request"
+
+
+async def test_a_turn_costs_what_the_runs_route_costs(host: FunctionHost, ops: OperationCounter) -> None:
+    first = await host.request("POST", "/api/threads/cost-runs/runs", json_body={"messages": "hello"})
+    assert first.status == 200
+    ops.reset()
+    response = await host.request(
+        "POST", "/api/threads/cost-runs/runs", json_body={"messages": "again", "stream": True}
+    )
+    await response.body()
+    runs_route = dict(ops.counts)
+
+    opening = user("hello")
+    _, events = await agui(host, agui_body("cost-agui", [opening]))
+    ((reply_id, reply),) = replies(events).items()
+    ops.reset()
+    conversation = [opening, {"id": reply_id, "role": "assistant", "content": reply}, user("again")]
+    _, events = await agui(host, agui_body("cost-agui", conversation))
+    assert types(events)[-1] == "RUN_FINISHED"
+    assert dict(ops.counts) == runs_route
+
+    ops.reset()
+    _, events = await agui(host, agui_body("cost-agui", []))
+    assert types(events) == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    assert set(ops.counts) <= {"GET", "HEAD"} and ops.total > 0
