@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from typing import Any
@@ -31,11 +32,10 @@ def user(text: str) -> dict[str, str]:
     return {"id": str(uuid.uuid4()), "role": "user", "content": text}
 
 
-async def agui(host: FunctionHost, body: Any) -> tuple[int, list[dict[str, Any]]]:
+async def agui(host: FunctionHost, body: Any, **headers: str) -> tuple[int, list[dict[str, Any]]]:
     raw = json.dumps(body).encode() if not isinstance(body, bytes) else body
-    response = await host.request(
-        "POST", "/api/ag-ui", body=raw, headers={"content-type": "application/json", "accept": "text/event-stream"}
-    )
+    sent = {"content-type": "application/json", "accept": "text/event-stream", **headers}
+    response = await host.request("POST", "/api/ag-ui", body=raw, headers=sent)
     text = (await response.body()).decode()
     if response.status != 200:
         return response.status, [json.loads(text)]
@@ -143,6 +143,9 @@ async def test_refused_runs_are_run_error_after_run_started(host: FunctionHost) 
         b'{"threadId": "t", "runId": "r", "messages": [], "resume": [{"interruptId": "i", "status": "maybe"}]}',
         b'{"threadId": "t", "runId": "r", "messages": [{"id": "m", "role": "user", "content": [{"type": "image"}]}]}',
         b'{"threadId": "t", "runId": "r", "messages": [], "x": NaN}',
+        json.dumps(agui_body("t" * 300, [])).encode(),
+        json.dumps(agui_body("t", [{"id": "m" * 300, "role": "user", "content": "hi"}])).encode(),
+        json.dumps(agui_body("t", [user("hi")] * 1001)).encode(),
     ],
 )
 async def test_hostile_bodies_are_400_before_any_event(host: FunctionHost, body: bytes) -> None:
@@ -173,3 +176,31 @@ async def test_a_turn_costs_what_the_runs_route_costs(host: FunctionHost, ops: O
     _, events = await agui(host, agui_body("cost-agui", []))
     assert types(events) == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
     assert set(ops.counts) <= {"GET", "HEAD"} and ops.total > 0
+
+
+async def test_the_authorizer_refuses_runs_and_reloads(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("THREAD_AUTHORIZER", "functions_adapter.authorizers:thread_prefix_of_principal")
+    monkeypatch.setenv("THREAD_PRINCIPAL_HEADER", "x-caller")
+    _, events = await agui(host, agui_body("alice.1", [user("mine")]), **{"x-caller": "alice"})
+    assert types(events)[-1] == "RUN_FINISHED"
+    for messages in ([user("theirs")], []):  # a run, and a reload that would show the history
+        _, events = await agui(host, agui_body("alice.1", messages), **{"x-caller": "bob"})
+        assert types(events) == ["RUN_STARTED", "RUN_ERROR"] and events[-1]["code"] == "forbidden"
+    head = await (await host.request("GET", "/api/threads/alice.1", headers={"x-caller": "alice"})).json()
+    assert head["turns"] == 1
+
+
+async def test_a_busy_thread_is_run_error_thread_busy(host: FunctionHost) -> None:
+    sent = [agui_body("ag-busy", [user(f"m{i}")]) for i in range(3)]
+    headers = {"content-type": "application/json"}
+    responses = await asyncio.gather(
+        *(host.request("POST", "/api/ag-ui", body=json.dumps(b).encode(), headers=headers) for b in sent)
+    )
+    ends = []
+    for response in responses:
+        frames = (await response.body()).decode().split("\n\n")
+        ends.append(json.loads([f for f in frames if f.startswith("data: ")][-1][6:]))
+    refused = [e for e in ends if e["type"] == "RUN_ERROR"]
+    assert refused and {e.get("code") for e in refused} == {"thread_busy"}
+    head = await (await host.request("GET", "/api/threads/ag-busy")).json()
+    assert head["turns"] == len(ends) - len(refused)
