@@ -204,3 +204,22 @@ async def test_a_busy_thread_is_run_error_thread_busy(host: FunctionHost) -> Non
     assert refused and {e.get("code") for e in refused} == {"thread_busy"}
     head = await (await host.request("GET", "/api/threads/ag-busy")).json()
     assert head["turns"] == len(ends) - len(refused)
+
+
+async def test_the_other_routes_attacks_on_length_type_and_json(host: FunctionHost) -> None:
+    """As test_hostile_input does for the other POST routes: 413/400/415, never a stream or 500."""
+    body = json.dumps(agui_body("t1", [user("hi")])).encode()
+    for value, status in [("9" * 5000, 413), ("-1", 400), ("1.5", 400), ("[1]", 400), ("\u00b2", 400)]:
+        headers = {"content-type": "application/json", "content-length": value}
+        answer = await host.request("POST", "/api/ag-ui", body=body, headers=headers)
+        assert answer.status == status, (value, await answer.body())
+    for content_type in ("text/plain", "application/x-www-form-urlencoded"):
+        answer = await host.request("POST", "/api/ag-ui", body=body, headers={"content-type": content_type})
+        assert answer.status == 415
+    for raw, said in [
+        (b"", "The body is empty"),
+        (b'{"threadId": "t",\n "runId": tru}', "line 2, column 12"),
+        (b"\xff{}", "not UTF-8: byte 0xff at offset 0"),
+    ]:
+        status, (error,) = await agui(host, raw)
+        assert status == 400 and said in error["error"]["message"], error
