@@ -218,7 +218,7 @@ async def test_the_other_routes_attacks_on_length_type_and_json(host: FunctionHo
         assert answer.status == 415
     for raw, said in [
         (b"", "The body is empty"),
-        (b'{"threadId": "t",\n "runId": tru}', "line 2, column 12"),
+        (b'{"threadId": "t",\n "runId": tru}', "line 2, column 11"),
         (b"\xff{}", "not UTF-8: byte 0xff at offset 0"),
     ]:
         status, (error,) = await agui(host, raw)
