@@ -223,3 +223,27 @@ async def test_the_other_routes_attacks_on_length_type_and_json(host: FunctionHo
     ]:
         status, (error,) = await agui(host, raw)
         assert status == 400 and said in error["error"]["message"], error
+
+
+async def test_a_retried_run_runs_nothing_twice(host: FunctionHost) -> None:
+    """A client that lost the answer sends the same run again: the thread's last turn recorded
+    its message's ID, so the retry answers the history, with the reply, and runs nothing."""
+    body = agui_body("ag-retry", [user("hello")])
+    _, first = await agui(host, body)
+    ((reply_id, reply),) = replies(first).items()
+    _, again = await agui(host, body)
+    assert types(again) == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    assert [(m["id"], m.get("content")) for m in again[1]["messages"]][-1] == (reply_id, reply)
+    assert (await (await host.request("GET", "/api/threads/ag-retry")).json())["turns"] == 1
+
+
+async def test_nothing_of_a_deleted_thread_comes_back(host: FunctionHost) -> None:
+    opening = user("remember me")
+    await agui(host, agui_body("ag-gone", [opening]))
+    assert (await host.request("DELETE", "/api/threads/ag-gone")).status == 204
+    _, reload = await agui(host, agui_body("ag-gone", []))
+    assert types(reload) == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"] and reload[1]["messages"] == []
+    # The frontend still holds the old conversation: its message is applied to a new thread.
+    _, events = await agui(host, agui_body("ag-gone", [opening]))
+    ((_, reply),) = replies(events).items()
+    assert reply.startswith('turn 1: you said "remember me". Earlier you said: nothing yet')
