@@ -68,11 +68,13 @@ def snapshot(messages: Iterable[ThreadMessage]) -> MessagesSnapshotEvent:
 
 
 def _message(message: ThreadMessage) -> Any:
+    """A sent message under the ID its client gave it, if it had one; a reply under the thread's."""
+    message_id = message.client_id or message.message_id
     if message.role == "user":
-        return UserMessage(id=message.message_id, content=message.content)
+        return UserMessage(id=message_id, content=message.content)
     if message.role == "system":
-        return SystemMessage(id=message.message_id, content=message.content)
-    return AssistantMessage(id=message.message_id, content=message.content)
+        return SystemMessage(id=message_id, content=message.content)
+    return AssistantMessage(id=message_id, content=message.content)
 
 
 class ReplyStream:

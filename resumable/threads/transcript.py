@@ -15,7 +15,8 @@ metadata read per turn, at most ``MAX_OLDEST_FIRST_TURNS``), then reads only the
 checkpoints. A message's ID is ``msg_<checkpoint_id>_<n>``; ``after`` takes one, and a
 message ID of another thread's checkpoint is ``InvalidRequest``. A sent message that came
 with its own ID (``Message.message_id``: AG-UI's client-made IDs) is recorded with it
-(``"id"``) and keeps it (``recorded_input_ids``: what a resent conversation is checked against).
+(``"id"``, read back as ``client_id``; ``recorded_input_ids``: what a resent conversation is
+checked against).
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ class ThreadMessage:
     role: str
     content: str
     sent: bool
+    # The ID the client sent it with (AG-UI), if any; ``message_id`` is the thread's own.
+    client_id: str | None = None
 
 
 def _messages(checkpoint_id: str, metadata: Mapping[str, Any]) -> list[ThreadMessage]:
@@ -80,8 +83,8 @@ def _messages(checkpoint_id: str, metadata: Mapping[str, Any]) -> list[ThreadMes
         for item in record.get(key) or []:
             if isinstance(item, dict) and isinstance(item.get("content"), str) and isinstance(item.get("role"), str):
                 own = item.get("id") if sent and isinstance(item.get("id"), str) else None
-                message_id = own or f"msg_{checkpoint_id}_{len(found)}"
-                found.append(ThreadMessage(message_id, item["role"], item["content"], sent))
+                message_id = f"msg_{checkpoint_id}_{len(found)}"
+                found.append(ThreadMessage(message_id, item["role"], item["content"], sent, own))
     return found
 
 
@@ -120,12 +123,16 @@ async def messages_page(
     if head.checkpoint_id is None or head.deleting:
         raise ThreadNotFound(f"Thread '{thread_id}' has no turns yet.")
     start = _after(after)
+    cursor: str | None = head.checkpoint_id
     if start is not None:
         info = await _info(store, start[0])
         if info is None or info.thread_id != thread_id:
             raise _not_ours()
+        # After a turn's first message, the page starts at the turn before: its checkpoint is
+        # not read for nothing.
+        cursor = info.previous_checkpoint_id if start[1] == 0 else start[0]
     if newest_first:
-        return await _newest_first(store, head.checkpoint_id if start is None else start[0], start, limit)
+        return await _newest_first(store, cursor, start, limit)
     return await _oldest_first(store, head.checkpoint_id, thread_id, start, limit)
 
 
