@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from fastapi import Request, Response
 
 from resumable.base import strict_json
-from resumable.base.errors import InvalidRequest, PreconditionFailed, ThreadNotFound
+from resumable.base.errors import CheckpointNotFound, InvalidRequest, PreconditionFailed, ThreadNotFound
 from resumable.base.ids import validate_id
+from resumable.core.runs import RunService
 from resumable.threads.admin import MAX_PAGE, ThreadMetadata, history
 from resumable.threads.delete import delete_thread
-from resumable.threads.pointers import live_head
+from resumable.threads.pointers import ThreadHead, expired
 
-from .authorization import authorize
+from .authorization import ADAPTER_ORIGIN, authorize, check_owner, origin_of
 from .params import whole_number
 from .responses import json_response
 from .settings import Settings
@@ -28,7 +31,21 @@ _ETAG = re.compile(r'(W/)?"[\x21\x23-\x7e]*"')
 
 
 async def gate(request: Request, settings: Settings, route: str, thread_id: str) -> None:
-    """Validate the ID, then ask the authorizer (with the thread's metadata) before anything else."""
+    """Validate the ID, then ask the authorizer (with the thread's metadata) before anything else.
+
+    An adapter's in-process turn is not put to the authorizer: its sender's signature
+    authenticated it, and the thread's origin (its channel, its repository) confines it, so
+    no authorizer needs a rule for adapter threads, least of all one by name.
+    """
+    if ADAPTER_ORIGIN in request.scope:
+        validate_id(thread_id, kind="thread_id")
+        return
+    await gate_headers(request.headers, settings, route, thread_id)
+
+
+async def gate_headers(headers: Mapping[str, str], settings: Settings, route: str, thread_id: str) -> None:
+    """``gate`` for callers that are not an HTTP route (MCP tools): the same check, given the
+    headers the call arrived with."""
     validate_id(thread_id, kind="thread_id")
     if settings.thread_authorizer:
         metadata = await ThreadMetadata(container_for(settings)).get(thread_id)
@@ -36,18 +53,45 @@ async def gate(request: Request, settings: Settings, route: str, thread_id: str)
             settings.thread_authorizer,
             route=route,
             thread_id=thread_id,
-            headers=request.headers,
+            headers=headers,
             metadata=metadata.values,
         )
+
+
+async def owned_head(request: Request, service: RunService, thread_id: str) -> ThreadHead:
+    """The thread's pointer, if the caller's origin made the thread (else 403 ``forbidden``,
+    before anything of the thread is read or changed). Names decide nothing here: a thread
+    called ``slack.*`` is a Slack channel's only if that channel's turn created it."""
+    return await head_owned_by(service, thread_id, origin_of(request))
+
+
+async def head_owned_by(service: RunService, thread_id: str, origin: str) -> ThreadHead:
+    """``owned_head`` for a caller known by its origin (an MCP tool call)."""
+    head = await service.pointers.read(thread_id)
+    check_owner(head, origin)
+    return head
 
 
 async def get_thread(request: Request, thread_id: str) -> Response:
     """The pointer, its recent lineage and the metadata (with its ETag)."""
     settings = load_settings()
     await gate(request, settings, "threads/{thread_id}", thread_id)
+    body, etag = await thread_view(settings, thread_id, origin_of(request))
+    return json_response(body, headers={"ETag": etag} if etag else None)
+
+
+async def thread_view(settings: Settings, thread_id: str, origin: str) -> tuple[dict[str, Any], str | None]:
+    """What ``GET /api/threads/{id}`` answers (after the gate) to a caller of ``origin``: the
+    body and the metadata's ETag."""
     service = build_service(settings)
+    owned = await head_owned_by(service, thread_id, origin)
     metadata = await ThreadMetadata(container_for(settings)).get(thread_id)
-    head = await live_head(service.pointers, service.store, thread_id)
+    head = None if owned.checkpoint_id is None else owned  # None: no turns yet
+    if head is not None:
+        try:  # retention may have removed the head: the thread expired
+            await service.store.get_info(str(head.checkpoint_id))
+        except CheckpointNotFound:
+            raise expired(thread_id) from None
     if head is None and metadata.etag is None:
         raise ThreadNotFound(f"Thread '{thread_id}' has no turns yet.")
     body = (
@@ -56,7 +100,7 @@ async def get_thread(request: Request, thread_id: str) -> Response:
         else {"thread_id": thread_id, "checkpoint_id": None, "turns": 0, "recent_checkpoint_ids": []}
     )
     body["metadata"] = metadata.values
-    return json_response(body, headers={"ETag": metadata.etag} if metadata.etag else None)
+    return body, metadata.etag
 
 
 async def get_history(request: Request, thread_id: str) -> Response:
@@ -65,6 +109,7 @@ async def get_history(request: Request, thread_id: str) -> Response:
     await gate(request, settings, "threads/{thread_id}/history", thread_id)
     service = build_service(settings)
     limit = whole_number(request.query_params.get("limit"), "limit", low=1, high=MAX_PAGE, default=DEFAULT_PAGE)
+    await owned_head(request, service, thread_id)
     page, cursor = await history(
         service.pointers, service.store, thread_id, limit=limit, before=request.query_params.get("before")
     )
@@ -78,9 +123,9 @@ async def put_metadata(request: Request, thread_id: str, body: bytes) -> Respons
         values = strict_json.loads(body)
     except strict_json.StrictJsonError as exc:
         raise InvalidRequest(f"The body must be one JSON object: {exc}") from None
-    written = await ThreadMetadata(container_for(settings)).put(
-        thread_id, values, if_match=_if_match(request.headers.get("if-match"))
-    )
+    if_match = _if_match(request.headers.get("if-match"))
+    await owned_head(request, build_service(settings), thread_id)
+    written = await ThreadMetadata(container_for(settings)).put(thread_id, values, if_match=if_match)
     return json_response({"thread_id": thread_id, "metadata": written.values}, headers={"ETag": str(written.etag)})
 
 
@@ -104,6 +149,7 @@ async def delete(request: Request, thread_id: str) -> Response:
     settings = load_settings()
     await gate(request, settings, "threads/{thread_id}", thread_id)
     service = build_service(settings)
+    await owned_head(request, service, thread_id)
     done = await delete_thread(
         container_for(settings),
         service.pointers,

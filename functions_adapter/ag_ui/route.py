@@ -25,6 +25,7 @@ from resumable.core.event_pump import IdleTick
 from resumable.core.run_owner import RunOwner
 
 from .. import thread_api
+from ..authorization import origin_of
 from ..request_trace import traced
 from ..routes import read_body, require_json, verify_signature
 from ..settings import Settings
@@ -63,21 +64,22 @@ async def _open(request: Request, settings: Settings, run: AgUiRun) -> Source:
     await thread_api.gate(request, settings, ROUTE, run.thread_id)
     service = build_service(settings)
     if not run.candidates and not run.answers:  # a reload, or every interrupt cancelled
-        return await _history(settings, run)
-    turn = build_turn(settings, service, run.runs_body(), thread_id=run.thread_id)
+        return await _history(settings, run, origin_of(request))
+    origin = origin_of(request)
+    turn = build_turn(settings, service, run.runs_body(), thread_id=run.thread_id, origin=origin)
     checkpoint_id = str(uuid.uuid4())  # chosen now, so the reply's message IDs are known now
     turn_request = dataclasses.replace(turn.request, final_checkpoint_id=checkpoint_id, resent=run.candidates)
     owner = RunOwner(turn.runner, turn_request)
     try:
         source = await owner.stream(keepalive_seconds=settings.sse_keepalive_seconds)
     except NoNewMessages:
-        return await _history(settings, run)
+        return await _history(settings, run, origin)
     applied = 0 if run.answers else len(run.candidates)
     return events.ReplyStream(run.thread_id, run.run_id, checkpoint_id, applied).events(source)
 
 
-async def _history(settings: Settings, run: AgUiRun) -> Source:
-    messages, pending = await thread_history(settings, run.thread_id)
+async def _history(settings: Settings, run: AgUiRun, origin: str) -> Source:
+    messages, pending = await thread_history(settings, run.thread_id, origin)
 
     async def replay() -> Source:
         yield events.snapshot(messages)
