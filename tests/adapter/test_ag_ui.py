@@ -247,3 +247,17 @@ async def test_nothing_of_a_deleted_thread_comes_back(host: FunctionHost) -> Non
     _, events = await agui(host, agui_body("ag-gone", [opening]))
     ((_, reply),) = replies(events).items()
     assert reply.startswith('turn 1: you said "remember me". Earlier you said: nothing yet')
+
+
+async def test_a_thread_of_another_origin_is_refused_runs_and_reloads(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No authorizer: the thread's recorded origin (the principal that made it) decides."""
+    monkeypatch.setenv("THREAD_PRINCIPAL_HEADER", "x-caller")
+    _, events = await agui(host, agui_body("ag-origin", [user("mine")]), **{"x-caller": "alice"})
+    assert types(events)[-1] == "RUN_FINISHED"
+    for messages in ([user("theirs")], []):
+        _, events = await agui(host, agui_body("ag-origin", messages), **{"x-caller": "mallory"})
+        assert types(events) == ["RUN_STARTED", "RUN_ERROR"] and events[-1]["code"] == "forbidden"
+    _, events = await agui(host, agui_body("ag-origin", []), **{"x-caller": "alice"})
+    assert events[1]["messages"][0]["content"] == "mine"
