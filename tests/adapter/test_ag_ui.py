@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from devtools.function_host import FunctionHost
+from devtools.instances import Instance, separate_instances
 from devtools.op_counter import OperationCounter
 
 
@@ -261,3 +262,29 @@ async def test_a_thread_of_another_origin_is_refused_runs_and_reloads(
         assert types(events) == ["RUN_STARTED", "RUN_ERROR"] and events[-1]["code"] == "forbidden"
     _, events = await agui(host, agui_body("ag-origin", []), **{"x-caller": "alice"})
     assert events[1]["messages"][0]["content"] == "mine"
+
+
+async def test_one_run_retried_on_a_second_instance_at_once_commits_once(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A frontend's retry that reaches another instance while the first attempt runs: storage
+    decides (the pointer's compare-and-swap); one commits, the other ends in ``thread_busy`` or,
+    if it starts after the commit, answers the history. Never two turns."""
+    with separate_instances(monkeypatch):
+        a, b = Instance(), Instance()
+        for round_ in range(3):
+            thread = f"ag-race-{round_}"
+            opening = user("seed")
+            _, events = await agui(host, agui_body(thread, [opening]))
+            ((reply_id, reply),) = replies(events).items()
+            body = agui_body(thread, [opening, {"id": reply_id, "role": "assistant", "content": reply}, user("x")])
+
+            async def on(instance: Instance, body: dict[str, Any] = body) -> list[dict[str, Any]]:
+                with instance.active():
+                    return (await agui(host, body))[1]
+
+            answers = await asyncio.gather(on(a), on(b))
+            ends = [(e[-1]["type"], e[-1].get("code")) for e in answers]
+            assert all(end in {("RUN_FINISHED", None), ("RUN_ERROR", "thread_busy")} for end in ends), ends
+            assert ("RUN_FINISHED", None) in ends
+            assert (await (await host.request("GET", f"/api/threads/{thread}")).json())["turns"] == 2
