@@ -34,6 +34,8 @@ from resumable.core.event_pump import IdleTick
 from resumable.core.runs import Event
 from resumable.threads.transcript import ThreadMessage
 
+from ..status_map import RETRY_AFTER_SECONDS
+
 # The interrupt's reason: a workflow's human-in-the-loop request (Agent Framework's request_info).
 INTERRUPT_REASON = "request_info"
 
@@ -42,8 +44,20 @@ def started(thread_id: str, run_id: str) -> RunStartedEvent:
     return RunStartedEvent(thread_id=thread_id, run_id=run_id, protocol_version=PROTOCOL_VERSION)
 
 
+# Seconds to wait before trying again, by error code (``status_map``'s Retry-After table).
+_RETRY_AFTER = {cls.code: seconds for cls, seconds in RETRY_AFTER_SECONDS.items()}
+
+
 def failed(error: ResumeError) -> RunErrorEvent:
-    return RunErrorEvent(message=error.message, code=error.code)
+    return run_error(error.code, error.message)
+
+
+def run_error(code: str | None, message: str) -> RunErrorEvent:
+    """``RUN_ERROR`` with our code; a retryable one (``thread_busy``) says when, as
+    ``metadata.retryAfterSeconds`` (the ``Retry-After`` of our HTTP answers)."""
+    seconds = _RETRY_AFTER.get(code or "")
+    metadata = None if seconds is None else {"retryAfterSeconds": seconds}
+    return RunErrorEvent(message=message, code=code, metadata=metadata)
 
 
 def finished(thread_id: str, run_id: str, pending: Iterable[Mapping[str, Any]]) -> RunFinishedEvent:
@@ -106,7 +120,7 @@ class ReplyStream:
                 yield finished(self._thread_id, self._run_id, data.get("pending_requests", []))
             elif name == "error":
                 error = data.get("error", {})
-                yield RunErrorEvent(message=str(error.get("message", "")), code=error.get("code"))
+                yield run_error(error.get("code"), str(error.get("message", "")))
 
     def _output(self, data: Mapping[str, Any]) -> list[BaseEvent]:
         if "delta" in data:

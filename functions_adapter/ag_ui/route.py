@@ -2,10 +2,11 @@
 
 Once the body is a ``RunAgentInput``, every answer is ``RUN_STARTED`` … then
 ``RUN_FINISHED`` or ``RUN_ERROR`` with our error code (a busy thread, a refused caller,
-input the turn refuses). The turn is opened here, in the request, exactly as
-``routes._post_run`` opens a thread turn (``build_turn``, ``RunOwner``): its owner then
-drains it whatever the client does. A run with nothing new answers the thread's history
-(``MESSAGES_SNAPSHOT``) and runs nothing.
+input the turn refuses), except a storage outage or a server fault before the first event:
+those keep their HTTP status (503 with ``Retry-After``, 500), as on every route. The turn is
+opened here, in the request, exactly as ``routes._post_run`` opens a thread turn
+(``build_turn``, ``RunOwner``): its owner then drains it whatever the client does. A run
+with nothing new answers the thread's history (``MESSAGES_SNAPSHOT``) and runs nothing.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ..request_trace import traced
 from ..routes import read_body, require_json, verify_signature
 from ..settings import Settings
 from ..sse import KEEPALIVE, MEDIA_TYPE
+from ..status_map import status_of
 from ..turns import build_turn
 from ..wiring import build_service, load_settings
 from . import events
@@ -55,6 +57,8 @@ async def _run(request: Request) -> Response:
     try:
         source = await _open(request, settings, run)
     except ResumeError as exc:
+        if status_of(exc) >= 500:  # an outage or ours, not the run's: 503 with Retry-After, or 500
+            raise
         source = _one(events.failed(exc))
     return StreamingResponse(_frames(run, source), media_type=MEDIA_TYPE, headers=_HEADERS)
 

@@ -203,6 +203,7 @@ async def test_a_busy_thread_is_run_error_thread_busy(host: FunctionHost) -> Non
         ends.append(json.loads([f for f in frames if f.startswith("data: ")][-1][6:]))
     refused = [e for e in ends if e["type"] == "RUN_ERROR"]
     assert refused and {e.get("code") for e in refused} == {"thread_busy"}
+    assert all(e["metadata"] == {"retryAfterSeconds": 1} for e in refused)
     head = await (await host.request("GET", "/api/threads/ag-busy")).json()
     assert head["turns"] == len(ends) - len(refused)
 
@@ -288,3 +289,19 @@ async def test_one_run_retried_on_a_second_instance_at_once_commits_once(
             assert all(end in {("RUN_FINISHED", None), ("RUN_ERROR", "thread_busy")} for end in ends), ends
             assert ("RUN_FINISHED", None) in ends
             assert (await (await host.request("GET", f"/api/threads/{thread}")).json())["turns"] == 2
+
+
+async def test_unreachable_storage_is_503_with_retry_after_before_any_event(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(
+        "CHECKPOINT_STORAGE",
+        "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=a2V5;"
+        "BlobEndpoint=http://127.0.0.1:9/devstoreaccount1;",
+    )
+    monkeypatch.setenv("STORAGE_TIMEOUT_SECONDS", "1")
+    for messages in ([user("hi")], []):  # a run, and a reload
+        raw = json.dumps(agui_body("ag-down", messages)).encode()
+        response = await host.request("POST", "/api/ag-ui", body=raw, headers={"content-type": "application/json"})
+        assert (response.status, response.headers["retry-after"]) == (503, "5")
+        assert (await response.json())["error"]["code"] == "storage_unavailable"
