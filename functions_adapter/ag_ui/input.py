@@ -60,6 +60,8 @@ def parse_input(body: bytes, limits: InputLimits) -> AgUiRun:
             raise InvalidRequest(f"'{name}' must be a non-empty string of at most {MAX_ID_CHARS} characters.")
     if len(parsed.messages) > limits.max_messages * 10:  # a whole conversation, bounded by the body size too
         raise InvalidRequest(f"'messages' holds at most {limits.max_messages * 10} messages.")
+    if any(not m.id or len(m.id) > MAX_ID_CHARS for m in parsed.messages):
+        raise InvalidRequest(f"A message's 'id' must be a non-empty string of at most {MAX_ID_CHARS} characters.")
     resume = parsed.resume or []
     if len(resume) > limits.max_responses:
         raise InvalidRequest(f"'resume' holds at most {limits.max_responses} entries.")
@@ -76,8 +78,6 @@ def _candidates(messages: list[Any]) -> list[Message]:
     last_reply = max((i for i, m in enumerate(messages) if _role(m) not in _INPUT_ROLES), default=-1)
     found = []
     for message in messages[last_reply + 1 :]:
-        if not message.id or len(message.id) > MAX_ID_CHARS:
-            raise InvalidRequest(f"A message's 'id' must be a non-empty string of at most {MAX_ID_CHARS} characters.")
         found.append(Message(role=_INPUT_ROLES[_role(message)], contents=[_text(message)], message_id=message.id))
     return found
 
