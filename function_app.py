@@ -1,8 +1,8 @@
 """Azure Functions entry point: the triggers only, each one line into ``functions_adapter``.
 
-HTTP → parse and authorize (``functions_adapter.routes``, ``turns``) → load, resume in one
+HTTP → parse and authorize (``functions_adapter.api.routes``, ``turns``) → load, resume in one
 run, save (``resumable.core``: ``RunService``, ``RunOwner``) → respond (``responses``, ``sse``).
-Background runs: ``functions_adapter.background_api`` / ``queue_triggers`` over
+Background runs: ``functions_adapter.api.background_api`` / ``queue_triggers`` over
 ``resumable.background``. MCP tools (the host's ``/runtime/webhooks/mcp``): ``functions_adapter.mcp``.
 Thread housekeeping: ``maintenance`` over ``resumable.threads``.
 """
@@ -13,7 +13,8 @@ import json
 import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response
 
-from functions_adapter import routes, service_info, telemetry, webhooks
+from functions_adapter import service_info, telemetry, webhooks
+from functions_adapter.api import routes
 from functions_adapter.mcp import contract as mcp
 
 # The queue triggers, the timer and the Responses routes import their modules on first use,
@@ -103,7 +104,7 @@ async def get_checkpoint(req: Request) -> Response:
 @app.route(route="responses", methods=["POST"])
 async def responses(req: Request) -> Response:
     """OpenAI Responses API: a turn (new, continued, or on a conversation), as a response."""
-    from functions_adapter import responses_api  # noqa: PLC0415 - on first use
+    from functions_adapter.openai import responses_api  # noqa: PLC0415 - on first use
 
     return await responses_api.handle_create(req)
 
@@ -111,7 +112,7 @@ async def responses(req: Request) -> Response:
 @app.route(route="responses/{response_id}", methods=["GET"])
 async def get_response(req: Request) -> Response:
     """A stored response; with ``?stream=true``, its events (``starting_after=N``), then live."""
-    from functions_adapter import responses_api  # noqa: PLC0415 - on first use
+    from functions_adapter.openai import responses_api  # noqa: PLC0415 - on first use
 
     return await responses_api.handle_get(req, req.path_params.get("response_id", ""))
 
@@ -119,7 +120,7 @@ async def get_response(req: Request) -> Response:
 @app.route(route="responses/{response_id}", methods=["DELETE"])
 async def delete_response(req: Request) -> Response:
     """Delete a finished response (its record); the checkpoint it saved stays."""
-    from functions_adapter import responses_api  # noqa: PLC0415 - on first use
+    from functions_adapter.openai import responses_api  # noqa: PLC0415 - on first use
 
     return await responses_api.handle_delete(req, req.path_params.get("response_id", ""))
 
@@ -127,7 +128,7 @@ async def delete_response(req: Request) -> Response:
 @app.route(route="responses/{response_id}/cancel", methods=["POST"])
 async def cancel_response(req: Request) -> Response:
     """Cancel a background response: a queued one never starts, a running one commits nothing."""
-    from functions_adapter import responses_api  # noqa: PLC0415 - on first use
+    from functions_adapter.openai import responses_api  # noqa: PLC0415 - on first use
 
     return await responses_api.handle_cancel(req, req.path_params.get("response_id", ""))
 
@@ -135,7 +136,7 @@ async def cancel_response(req: Request) -> Response:
 @app.route(route="responses/{response_id}/input_items", methods=["GET"])
 async def response_input_items(req: Request) -> Response:
     """The input a response was created with, a page at a time."""
-    from functions_adapter import responses_api  # noqa: PLC0415 - on first use
+    from functions_adapter.openai import responses_api  # noqa: PLC0415 - on first use
 
     return await responses_api.handle_input_items(req, req.path_params.get("response_id", ""))
 

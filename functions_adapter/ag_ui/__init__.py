@@ -4,6 +4,6 @@
 ``POST /api/threads/{id}/runs``; a pending request is an interrupt. See ``docs/ag-ui.md``.
 """
 
-from .route import handle_run
+from functions_adapter.ag_ui.route import handle_run
 
 __all__ = ["handle_run"]

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from functions_adapter.api.thread_api import head_owned_by
+from functions_adapter.settings import Settings
+from functions_adapter.wiring import build_service
 from resumable.base.errors import CheckpointNotFound, ThreadNotFound
 from resumable.core.results import request_json
 from resumable.threads.transcript import ThreadMessage, messages_page
-
-from ..settings import Settings
-from ..thread_api import head_owned_by
-from ..wiring import build_service
 
 MAX_SNAPSHOT_MESSAGES = 200
 

@@ -17,11 +17,10 @@ from ag_ui.core import RunAgentInput
 from agent_framework import Message
 from pydantic import ValidationError
 
+from functions_adapter.params import json_object
+from functions_adapter.settings import InputLimits
 from resumable.base import strict_json
 from resumable.base.errors import InvalidRequest
-
-from ..params import json_object
-from ..settings import InputLimits
 
 _INPUT_ROLES = {"user": "user", "system": "system", "developer": "system"}
 MAX_ID_CHARS = 256

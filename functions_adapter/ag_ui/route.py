@@ -21,22 +21,21 @@ from ag_ui.encoder import EventEncoder
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
 
+from functions_adapter.ag_ui import events
+from functions_adapter.ag_ui.history import thread_history
+from functions_adapter.ag_ui.input import AgUiRun, parse_input
+from functions_adapter.api import thread_api
+from functions_adapter.api.routes import read_body, require_json, verify_signature
+from functions_adapter.authorization import origin_of
+from functions_adapter.request_trace import traced
+from functions_adapter.settings import Settings
+from functions_adapter.sse import KEEPALIVE, MEDIA_TYPE
+from functions_adapter.status_map import status_of
+from functions_adapter.turns import build_turn
+from functions_adapter.wiring import build_service, load_settings
 from resumable.base.errors import NoNewMessages, ResumeError
 from resumable.core.event_pump import IdleTick
 from resumable.core.run_owner import RunOwner
-
-from .. import thread_api
-from ..authorization import origin_of
-from ..request_trace import traced
-from ..routes import read_body, require_json, verify_signature
-from ..settings import Settings
-from ..sse import KEEPALIVE, MEDIA_TYPE
-from ..status_map import status_of
-from ..turns import build_turn
-from ..wiring import build_service, load_settings
-from . import events
-from .history import thread_history
-from .input import AgUiRun, parse_input
 
 logger = logging.getLogger(__name__)
 ROUTE = "ag-ui"
