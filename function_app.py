@@ -141,6 +141,14 @@ async def response_input_items(req: Request) -> Response:
     return await responses_api.handle_input_items(req, req.path_params.get("response_id", ""))
 
 
+@app.route(route="ag-ui", methods=["POST"])
+async def ag_ui(req: Request) -> Response:
+    """AG-UI: a RunAgentInput on a thread (threadId), answered as an AG-UI event stream."""
+    from functions_adapter import ag_ui  # noqa: PLC0415 - on first use
+
+    return await ag_ui.handle_run(req)
+
+
 def _mcp_tool(tool: mcp.Tool) -> dict[str, object]:
     """The tool trigger's binding fields: the contract's schemas, and our own result envelope."""
     return {

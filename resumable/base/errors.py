@@ -37,6 +37,12 @@ class InvalidRequest(ResumeError):
     code = "invalid_request"
 
 
+class NoNewMessages(InvalidRequest):
+    """A resent conversation (AG-UI) held nothing the thread lacks: the caller shows the thread."""
+
+    code = "no_new_messages"
+
+
 class CheckpointNotFound(ResumeError):
     code = "checkpoint_not_found"
 

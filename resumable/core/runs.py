@@ -13,16 +13,17 @@ from contextlib import AsyncExitStack, aclosing
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agent_framework import Workflow, WorkflowCheckpoint, WorkflowEvent
+from agent_framework import Message, Workflow, WorkflowCheckpoint, WorkflowEvent
 
 from ..base import strict_json
 from ..base.errors import ResumeError, WorkflowFailed
 from ..base.tracing import RequestScope, within
 from ..checkpoints.blob_store import BlobCheckpointStorage
 from ..threads.pointers import ThreadPointers
+from ..threads.transcript import TRANSCRIPT, transcript
 from .commit_ledger import CommitLedger
-from .results import ResultCollector
-from .resume import PreparedRun, TurnInput, prepare_run
+from .results import ResultCollector, message_json
+from .resume import PreparedRun, TurnInput, prepare_run, unseen_input
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +51,15 @@ class RunRequest:
     # Who sends the turn, as the adapter names it (``api``, ``principal:<id>``, ``slack:<team>``):
     # a thread records its first turn's origin and refuses turns of any other (``Forbidden``).
     origin: str | None = None
+    # A client that resends its whole conversation (AG-UI): its input messages, each with its
+    # ID. Only those the checkpoint resumed from has not recorded are applied (``unseen_input``).
+    resent: tuple[Message, ...] | None = None
+
+
+def _sent(message: Message) -> dict[str, str]:
+    """A sent message as its turn's transcript records it, with its own ID if it came with one."""
+    item = message_json(message)
+    return item if message.message_id is None else {**item, "id": message.message_id}
 
 
 class AfterSave(Protocol):
@@ -121,7 +131,8 @@ class RunService:
         await asyncio.sleep(0)
         workflow = self.spec.build()
         await asyncio.sleep(0)
-        return await prepare_run(workflow, checkpoint, request.turn, stream=request.stream)
+        turn = request.turn if request.resent is None else unseen_input(request.turn, request.resent, checkpoint)
+        return await prepare_run(workflow, checkpoint, turn, stream=request.stream)
 
     async def _save(
         self,
@@ -145,6 +156,9 @@ class RunService:
             body["thread_created"] = True
         rendered = strict_json.dumps(body)
         thread_id = head.thread_id if head else None
+        if head is not None:  # a thread's messages are read back from its turns' checkpoints
+            sent = [_sent(m) for m in run.turn.messages or ()]
+            saved.metadata = {**saved.metadata, TRANSCRIPT: transcript(sent, body)}
         if before_commit is not None:
             carried = await before_commit(saved.checkpoint_id, thread_id, rendered, stamp=saved.timestamp)
             if carried:
