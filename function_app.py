@@ -60,6 +60,14 @@ async def fail_poisoned_run(message: func.QueueMessage) -> None:
     await queue_triggers.handle_poisoned(message)
 
 
+@app.route(route="threads", methods=["GET"])
+async def list_threads(req: Request) -> Response:
+    """The threads the caller may use, a page at a time (``prefix``, ``limit``, ``cursor``)."""
+    from functions_adapter import thread_list  # noqa: PLC0415 - on first use
+
+    return await thread_list.handle_list(req)
+
+
 @app.route(route="threads/{thread_id}/runs", methods=["POST"])
 async def thread_runs(req: Request) -> Response:
     """A turn on a named conversation: resumes from its head, advances it by compare-and-swap."""
