@@ -144,6 +144,46 @@ async def response_input_items(req: Request) -> Response:
     return await responses_api.handle_input_items(req, req.path_params.get("response_id", ""))
 
 
+@app.route(route="conversations", methods=["POST"])
+async def create_conversation(req: Request) -> Response:
+    """OpenAI Conversations API: a new thread with a generated ID (and optional metadata)."""
+    from functions_adapter import conversations_api  # noqa: PLC0415 - on first use
+
+    return await conversations_api.handle_create(req)
+
+
+@app.route(route="conversations/{conversation_id}", methods=["GET"])
+async def get_conversation(req: Request) -> Response:
+    """A conversation (a thread): its ID, creation time and metadata."""
+    from functions_adapter import conversations_api  # noqa: PLC0415 - on first use
+
+    return await conversations_api.handle_get(req, req.path_params.get("conversation_id", ""))
+
+
+@app.route(route="conversations/{conversation_id}", methods=["POST"])
+async def update_conversation(req: Request) -> Response:
+    """Replace a conversation's metadata."""
+    from functions_adapter import conversations_api  # noqa: PLC0415 - on first use
+
+    return await conversations_api.handle_update(req, req.path_params.get("conversation_id", ""))
+
+
+@app.route(route="conversations/{conversation_id}", methods=["DELETE"])
+async def delete_conversation(req: Request) -> Response:
+    """Delete a conversation: its thread, whole, as DELETE /api/threads/{id} does."""
+    from functions_adapter import conversations_api  # noqa: PLC0415 - on first use
+
+    return await conversations_api.handle_delete(req, req.path_params.get("conversation_id", ""))
+
+
+@app.route(route="conversations/{conversation_id}/items", methods=["GET"])
+async def conversation_items(req: Request) -> Response:
+    """A conversation's messages, read back from its turns' checkpoints, a page at a time."""
+    from functions_adapter import conversations_api  # noqa: PLC0415 - on first use
+
+    return await conversations_api.handle_items(req, req.path_params.get("conversation_id", ""))
+
+
 @app.timer_trigger(schedule="0 17 * * * *", arg_name="timer", run_on_startup=False)
 async def sweep_orphan_checkpoints(timer: func.TimerRequest) -> None:
     """Hourly at :17, a budgeted slice of the daily pass: delete thread checkpoints no thread

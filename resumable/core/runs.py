@@ -21,7 +21,8 @@ from ..base.tracing import RequestScope, within
 from ..checkpoints.blob_store import BlobCheckpointStorage
 from ..checkpoints.info import CheckpointInfo
 from ..threads.pointers import ThreadPointers
-from .results import ResultCollector
+from ..threads.transcript import TRANSCRIPT, transcript
+from .results import ResultCollector, message_json
 from .resume import PreparedRun, TurnInput, prepare_run
 
 logger = logging.getLogger(__name__)
@@ -136,6 +137,9 @@ class RunService:
             body["thread_created"] = True
         rendered = strict_json.dumps(body)
         thread_id = head.thread_id if head else None
+        if head is not None:  # a thread's messages are read back from its turns' checkpoints
+            sent = [message_json(m) for m in request.turn.messages or ()]
+            saved.metadata = {**saved.metadata, TRANSCRIPT: transcript(sent, body)}
         if before_commit is not None:
             carried = await before_commit(saved.checkpoint_id, thread_id, rendered, stamp=saved.timestamp)
             if carried:

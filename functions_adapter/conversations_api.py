@@ -1,0 +1,228 @@
+"""OpenAI Conversations-compatible routes: ``/api/conversations`` for any OpenAI SDK.
+
+A conversation is a thread; this module only translates. Creating one writes the thread's
+metadata record (``thread-meta/<id>.json``, the thread's existing metadata, empty if none
+was sent), which is what makes a thread with no turn yet exist (``GET /api/threads/{id}``
+answers it too); its first turn is ``responses.create(conversation=id)``, a turn on that
+thread. Updating replaces the metadata; deleting is ``DELETE /api/threads/{id}``'s
+deletion, whole; items are the thread's messages, read back from its turns' checkpoints
+(``resumable.threads.transcript``). The thread authorizer is asked first, as on every
+thread route. Errors are in OpenAI's shape (``openai_objects.openai_error``).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from typing import Any
+
+from fastapi import Request, Response
+
+from resumable.base import strict_json
+from resumable.base.errors import InvalidRequest, RequestInProgress, ThreadNotFound
+from resumable.base.ids import is_ascii_digits
+from resumable.threads.admin import Metadata, ThreadMetadata
+from resumable.threads.delete import delete_thread
+from resumable.threads.pointers import ThreadHead
+from resumable.threads.transcript import ThreadMessage, messages_page
+
+from . import thread_api
+from .openai_objects import openai_error, with_param
+from .request_trace import traced
+from .responses import json_response
+from .routes import read_body, require_json, verify_signature
+from .settings import Settings
+from .wiring import build_service, container_for, load_settings
+
+PREFIX = "conv_"
+# conv_<creation time, 8 hex digits of Unix seconds><96 random bits>: the ID carries its
+# own creation time, so reading a conversation needs no record of when it was made.
+_GENERATED = re.compile(r"conv_([0-9a-f]{8})[0-9a-f]{24}")
+ROUTE = "conversations/{conversation_id}"
+MAX_PAGE = 100
+DEFAULT_PAGE = 20
+CREATE_FIELDS = frozenset({"metadata", "items"})
+
+
+class ConversationNotFound(ThreadNotFound):
+    code = "conversation_not_found"
+
+
+class ConversationDeleting(RequestInProgress):
+    """The delete ran out of time before it finished: the same call goes on from where it stopped."""
+
+    code = "conversation_deleting"
+
+
+async def handle_create(request: Request) -> Response:
+    return await traced(request, "conversations", lambda: _create(request), openai_error)
+
+
+async def handle_get(request: Request, conversation_id: str) -> Response:
+    return await traced(request, ROUTE, lambda: _get(request, conversation_id), openai_error)
+
+
+async def handle_update(request: Request, conversation_id: str) -> Response:
+    return await traced(request, ROUTE, lambda: _update(request, conversation_id), openai_error)
+
+
+async def handle_delete(request: Request, conversation_id: str) -> Response:
+    return await traced(request, ROUTE, lambda: _delete(request, conversation_id), openai_error)
+
+
+async def handle_items(request: Request, conversation_id: str) -> Response:
+    route = f"{ROUTE}/items"
+    return await traced(request, route, lambda: _items(request, conversation_id), openai_error)
+
+
+def new_id() -> str:
+    return f"{PREFIX}{int(time.time()):08x}{secrets.token_hex(12)}"
+
+
+def conversation(conversation_id: str, metadata: Metadata, head: ThreadHead | None) -> dict[str, Any]:
+    generated = _GENERATED.fullmatch(conversation_id)
+    if generated is not None:
+        created_at = int(generated.group(1), 16)
+    else:  # a thread started by its first turn: when it last moved is what is known
+        created_at = int(head.updated_at or 0) if head is not None else 0
+    return {"id": conversation_id, "object": "conversation", "created_at": created_at, "metadata": metadata.values}
+
+
+async def _body(request: Request, settings: Settings, allowed: frozenset[str]) -> dict[str, Any]:
+    body = await read_body(request, settings.max_request_bytes)
+    verify_signature(request, body, settings)
+    require_json(request.headers.get("content-type"))
+    try:
+        data = strict_json.loads(body) if body.strip() else {}
+    except strict_json.StrictJsonError as exc:
+        raise InvalidRequest(f"The body must be one JSON object: {exc}") from None
+    if not isinstance(data, dict):
+        raise InvalidRequest("The body must be a JSON object.")
+    for name in data:
+        if name not in allowed:
+            raise with_param(InvalidRequest(f"Unsupported parameter '{name}'."), name)
+    return data
+
+
+def _metadata(value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise with_param(InvalidRequest("'metadata' must be an object of strings."), "metadata")
+    return value
+
+
+async def _create(request: Request) -> Response:
+    settings = load_settings()
+    data = await _body(request, settings, CREATE_FIELDS)
+    if data.get("items"):
+        why = "a conversation's items are its turns: send them with responses.create(conversation=...)"
+        raise with_param(InvalidRequest(f"'items' is not supported here ({why})."), "items")
+    values = _metadata(data.get("metadata"))
+    conversation_id = new_id()
+    await thread_api.gate(request, settings, "conversations", conversation_id)
+    written = await ThreadMetadata(container_for(settings)).put(conversation_id, values, if_match=None)
+    return json_response(conversation(conversation_id, written, None))
+
+
+async def _existing(request: Request, settings: Settings, conversation_id: str) -> tuple[Metadata, ThreadHead]:
+    """The conversation's metadata and pointer, once the authorizer allowed it; 404 unless
+    it has metadata or a turn and is not being deleted."""
+    await thread_api.gate(request, settings, ROUTE, conversation_id)
+    metadata = await ThreadMetadata(container_for(settings)).get(conversation_id)
+    head = await build_service(settings).pointers.read(conversation_id)
+    if head.deleting or (metadata.etag is None and head.checkpoint_id is None):
+        raise ConversationNotFound(f"No conversation has the ID '{conversation_id}'.")
+    return metadata, head
+
+
+async def _get(request: Request, conversation_id: str) -> Response:
+    settings = load_settings()
+    metadata, head = await _existing(request, settings, conversation_id)
+    return json_response(conversation(conversation_id, metadata, head))
+
+
+async def _update(request: Request, conversation_id: str) -> Response:
+    settings = load_settings()
+    data = await _body(request, settings, frozenset({"metadata"}))
+    if "metadata" not in data:
+        raise with_param(InvalidRequest("Send the conversation's new 'metadata'."), "metadata")
+    values = _metadata(data["metadata"])
+    _, head = await _existing(request, settings, conversation_id)
+    written = await ThreadMetadata(container_for(settings)).put(conversation_id, values, if_match=None)
+    return json_response(conversation(conversation_id, written, head))
+
+
+async def _delete(request: Request, conversation_id: str) -> Response:
+    """The thread's deletion, whole; 409 with Retry-After if the deadline came first."""
+    settings = load_settings()
+    await thread_api.gate(request, settings, ROUTE, conversation_id)
+    service = build_service(settings)
+    container = container_for(settings)
+    head = await service.pointers.read(conversation_id)
+    if head.etag is None and (await ThreadMetadata(container).get(conversation_id)).etag is None:
+        raise ConversationNotFound(f"No conversation has the ID '{conversation_id}'.")
+    try:
+        done = await delete_thread(
+            container, service.pointers, conversation_id, deadline_seconds=settings.thread_delete_seconds
+        )
+    except ThreadNotFound:
+        raise ConversationNotFound(f"No conversation has the ID '{conversation_id}'.") from None
+    if not done.finished:
+        raise ConversationDeleting("The conversation is being deleted; send the same DELETE again to finish it.")
+    return json_response({"id": conversation_id, "object": "conversation.deleted", "deleted": True})
+
+
+def _limit(raw: str | None) -> int:
+    """1 to ``MAX_PAGE``; digits counted before ``int()`` (see ``thread_list.bounded_limit``)."""
+    if raw is None:
+        return DEFAULT_PAGE
+    significant = raw.lstrip("0") or "0"
+    if not is_ascii_digits(raw) or len(significant) > len(str(MAX_PAGE)) or not 1 <= int(significant) <= MAX_PAGE:
+        raise with_param(InvalidRequest(f"'limit' must be a whole number from 1 to {MAX_PAGE}."), "limit")
+    return int(significant)
+
+
+def item(message: ThreadMessage) -> dict[str, Any]:
+    """A thread message as a conversation item."""
+    part: dict[str, Any] = {"type": "input_text" if message.sent else "output_text", "text": message.content}
+    if not message.sent:
+        part["annotations"] = []
+    role = message.role if message.role in ("user", "assistant", "system", "developer", "tool") else "unknown"
+    return {"type": "message", "id": message.message_id, "role": role, "status": "completed", "content": [part]}
+
+
+async def _items(request: Request, conversation_id: str) -> Response:
+    """``?after=&limit=&order=``: the thread's messages, newest first by default."""
+    settings = load_settings()
+    query = request.query_params
+    limit = _limit(query.get("limit"))
+    order = query.get("order") or "desc"
+    if order not in ("asc", "desc"):
+        raise with_param(InvalidRequest("'order' must be asc or desc."), "order")
+    _, head = await _existing(request, settings, conversation_id)
+    page: list[ThreadMessage] = []
+    more = False
+    if head.checkpoint_id is not None:
+        service = build_service(settings)
+        page, more = await messages_page(
+            service.pointers,
+            service.store,
+            conversation_id,
+            limit=limit,
+            after=query.get("after"),
+            newest_first=order == "desc",
+        )
+    elif query.get("after") is not None:
+        raise with_param(InvalidRequest("'after' is not a message of this conversation."), "after")
+    data = [item(message) for message in page]
+    return json_response(
+        {
+            "object": "list",
+            "data": data,
+            "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None,
+            "has_more": more,
+        }
+    )
