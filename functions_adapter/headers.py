@@ -1,7 +1,6 @@
 """Request headers the background routes read: RFC 7240 ``Prefer`` and SSE ``Last-Event-ID``.
 
-Every number is length-checked before ``int()``: ``int()`` of thousands of digits costs
-quadratic time and over 4,300 digits raises, which would be a 500. A value that is not
+Numbers are read by the one bounded parser (``params``). A value that is not
 well formed is 400 ``invalid_request``, not silently ignored, so that a typo such as
 ``Prefer: wait=30s`` does not quietly answer at once, and ``Last-Event-ID: garbage`` does
 not quietly replay a run from its start. (RFC 7240 lets a server ignore a preference it
@@ -11,13 +10,14 @@ cannot honour; this one chooses to say so instead.)
 from __future__ import annotations
 
 from resumable.base.errors import InvalidRequest
-from resumable.base.ids import is_ascii_digits
+
+from .params import whole_number
 
 MAX_WAIT_SECONDS = 60
-# Bounds on digits, far above any real value: a wait is capped at 60 s anyway, and an
-# event ID is ``<attempt>.<n>`` with both parts small.
-_MAX_WAIT_DIGITS = 10
-_MAX_EVENT_ID_PART_DIGITS = 12
+# Bounds far above any real value: a wait is capped at 60 s anyway, and an event ID is
+# ``<attempt>.<n>`` with both parts small.
+_MAX_WAIT = 10**10 - 1
+_MAX_EVENT_ID_PART = 10**12 - 1
 
 
 def preferences(prefer: str | None) -> dict[str, str]:
@@ -40,11 +40,11 @@ def wait_seconds(prefer: str | None) -> float:
     found = preferences(prefer)
     if "wait" not in found:
         return 0.0
-    raw = found["wait"]
-    significant = raw.lstrip("0") or "0"  # int() counts leading zeros towards its limit
-    if not is_ascii_digits(raw) or len(significant) > _MAX_WAIT_DIGITS:
-        raise InvalidRequest("'Prefer: wait=N' takes N as a whole number of seconds.")
-    return float(min(int(significant), MAX_WAIT_SECONDS))
+    try:
+        seconds = whole_number(found["wait"], "wait", low=0, high=_MAX_WAIT, default=0, padded=True)
+    except InvalidRequest:
+        raise InvalidRequest("'Prefer: wait=N' takes N as a whole number of seconds.") from None
+    return float(min(seconds, MAX_WAIT_SECONDS))
 
 
 def last_event_id(value: str | None) -> tuple[int, int]:
@@ -54,7 +54,10 @@ def last_event_id(value: str | None) -> tuple[int, int]:
     if not text:
         return 0, 0
     attempt, dot, seq = text.partition(".")
-    parts_ok = all(is_ascii_digits(p) and len(p) <= _MAX_EVENT_ID_PART_DIGITS for p in (attempt, seq))
-    if not dot or not parts_ok:
-        raise InvalidRequest("'Last-Event-ID' must be an event ID this stream sent (<attempt>.<n>).")
-    return int(attempt), int(seq)
+    try:
+        if not dot:
+            raise InvalidRequest("no dot")
+        parts = [whole_number(p, "Last-Event-ID", low=0, high=_MAX_EVENT_ID_PART, default=0) for p in (attempt, seq)]
+    except InvalidRequest:
+        raise InvalidRequest("'Last-Event-ID' must be an event ID this stream sent (<attempt>.<n>).") from None
+    return parts[0], parts[1]

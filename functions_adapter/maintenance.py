@@ -19,8 +19,9 @@ ORPHAN_MIN_AGE_SECONDS = 3600
 
 async def sweep() -> Report:
     """Go on with the daily pass for at most MAINTENANCE_SECONDS: delete thread checkpoints
-    that lost their race and were not cleaned up at once, then read each thread's recent
-    lineage (retention goes by last access; turns read only the head)."""
+    that lost their race and were not cleaned up at once, read each thread's recent
+    lineage (retention goes by last access; turns read only the head), then delete event
+    logs whose run record is gone (a crashed thread delete's leftovers)."""
     settings = load_settings()
     service = build_service(settings)
     report = await run_housekeeping(
@@ -37,6 +38,7 @@ async def sweep() -> Report:
             "pass_finished": report.pass_finished,
             "deleted": len(report.deleted),
             "touched": report.touched,
+            "logs_deleted": report.logs_deleted,
             "pages": report.pages,
         },
     )

@@ -57,6 +57,13 @@ class ResponseInProgress(RequestInProgress):
     code = "response_in_progress"
 
 
+class OutcomeUnknown(ResumeError):
+    """Storage failed at the commit point and nobody can tell whether the turn committed:
+    500 with ``x-should-retry: false`` (no Retry-After), so no client retries it blindly."""
+
+    code = "outcome_unknown"
+
+
 def with_param(error: ResumeError, param: str) -> ResumeError:
     """``error`` naming the request field it is about (OpenAI's ``param``)."""
     error.details = {**(error.details or {}), "param": param}
@@ -205,10 +212,8 @@ def input_items(record: RunRecord) -> list[dict[str, Any]]:
     return items
 
 
-def items_page(items: list[dict[str, Any]], *, order: str | None, after: str | None, limit: int) -> dict[str, Any]:
-    """One page of a list, OpenAI's way: ``order`` (``desc`` by default), after an item's ID."""
-    if order not in (None, "asc", "desc"):
-        raise with_param(InvalidRequest("'order' must be asc or desc."), "order")
+def items_page(items: list[dict[str, Any]], *, order: str, after: str | None, limit: int) -> dict[str, Any]:
+    """One page of a list, OpenAI's way: ``order`` (``asc`` or ``desc``), after an item's ID."""
     if order != "asc":
         items = items[::-1]
     ids = [item["id"] for item in items]

@@ -16,6 +16,7 @@ from resumable.base.errors import InvalidRequest, ResumeError
 from resumable.base.ids import validate_id
 
 from .openai_objects import run_id_of, with_param
+from .params import flag, json_object, mapped
 from .settings import InputLimits
 
 FIELDS = frozenset(
@@ -69,12 +70,7 @@ class CreateRequest:
 
 def parse_create(body: bytes, *, model: str, limits: InputLimits) -> CreateRequest:
     """Validate a create body; ``InvalidRequest`` (400) or ``ResponseNotFound`` (404)."""
-    try:
-        data: Any = strict_json.loads(body)
-    except strict_json.StrictJsonError as exc:
-        raise InvalidRequest(f"The body must be one JSON object encoded as UTF-8: {exc}") from None
-    if not isinstance(data, dict):
-        raise InvalidRequest("The body must be a JSON object.")
+    data = json_object(body)
     for name in data:
         if name not in FIELDS and not (name == "instructions" and data[name] is None):
             why = "the workflow has its own instructions; send a system message in 'input'"
@@ -87,9 +83,9 @@ def parse_create(body: bytes, *, model: str, limits: InputLimits) -> CreateReque
             ModelNotFound,
         )
     stream, background, store = (
-        _flag(data, "stream", False),
-        _flag(data, "background", False),
-        _flag(data, "store", True),
+        flag(data.get("stream"), "stream", default=False),
+        flag(data.get("background"), "background", default=False),
+        flag(data.get("store"), "store", default=True),
     )
     if background and not store:
         raise bad("A background response is stored: 'background' needs 'store' true.", "background")
@@ -112,15 +108,6 @@ def parse_create(body: bytes, *, model: str, limits: InputLimits) -> CreateReque
         store=store,
         metadata=_metadata(data.get("metadata")),
     )
-
-
-def _flag(data: dict[str, Any], name: str, default: bool) -> bool:
-    value = data.get(name)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise bad(f"'{name}' must be true or false.", name)
-    return value
 
 
 def _conversation(value: Any) -> str:
@@ -171,10 +158,8 @@ def _input(value: Any, limits: InputLimits) -> tuple[list[dict[str, str]] | None
         where = f"input[{index}]"
         kind = item.get("type", "message") if isinstance(item, dict) else None
         if kind == "message" and set(item) <= _MESSAGE_KEYS and "role" in item:
-            role = _ROLES.get(item["role"])
-            if role is None:
-                why = "earlier replies are in the saved state: continue with 'previous_response_id' or 'conversation'"
-                raise bad(f"{where}.role must be user, system or developer ({why}).", f"{where}.role")
+            why = "earlier replies are in the saved state: continue with 'previous_response_id' or 'conversation'"
+            role = mapped(item["role"], f"{where}.role", _ROLES, why)
             messages.append({"role": role, "content": _text(item.get("content"), f"{where}.content", limits)})
         elif kind == "function_call_output" and set(item) <= _OUTPUT_KEYS:
             try:

@@ -5,30 +5,31 @@ role an Idempotency-Key claim plays on ``/api/runs``, and a lease in the backgro
 
 * the response body is rendered once, before the commit, so the Idempotency-Key's
   record (if any) keeps the Responses body, and a retry replays exactly that;
-* with ``store`` (the default), after the turn committed, one create-only write stores
-  it as an already-succeeded run record, so it can be retrieved, continued
-  (``previous_response_id``) and listed like a background one. A store that fails
-  after the commit is logged, not reported: the turn is committed and re-running it
-  would be worse; that response then cannot be retrieved by its ID.
+* with ``store`` (the default), its record is written before the commit and settled
+  after it (``response_records``), so it can be retrieved, continued
+  (``previous_response_id``) and listed like a background one, and a DELETE of the
+  thread removes it with the rest;
+* a failure after the commit point is resolved: the turn may have committed (a pointer
+  swap whose answer was lost while storage was failing). If it did, the answer is the
+  response after all; if nobody can tell, the answer is ``outcome_unknown``, which no
+  client retries on its own (a retry could apply the turn twice), unless the request
+  carries an Idempotency-Key, whose retry is safe: it resolves the outcome and replays.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from fastapi import Response
 from fastapi.responses import StreamingResponse
 
-from resumable.background import records as rr
-from resumable.background.records import RecordConflict, RunRecord, RunRecords
 from resumable.base.cancel_safe import finish_even_if_cancelled
-from resumable.base.errors import ResumeError
+from resumable.base.errors import ResumeError, StorageUnavailable
 from resumable.core.claim import TaskOwner
 from resumable.core.event_pump import IdleTick
 from resumable.core.held_claim import HeldClaim
@@ -36,26 +37,36 @@ from resumable.core.idempotency import StoredResponse
 from resumable.core.runs import Event
 
 from .openai_events import Frame, ResponseEvents
-from .openai_objects import render
+from .openai_objects import OutcomeUnknown, render
+from .response_records import PendingRecord
 from .responses import JSON_MEDIA_TYPE, render_json
 from .sse import KEEPALIVE, MEDIA_TYPE, sse_event
 
 logger = logging.getLogger(__name__)
 _STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+# What a failure after the commit point turned out to be.
+COMMITTED, NOT_COMMITTED, UNKNOWN = "committed", "not_committed", "unknown"
+# Failures after the commit point that may hide a commit (the rest are refusals: a lost race...).
+_CHECKED = frozenset({StorageUnavailable.code, ResumeError.code})
+# Whether a checkpoint was committed (for a thread turn: is in its lineage): ``RunService``'s.
+IsCommitted = Callable[[str, str | None], Awaitable[bool]]
 
 
 class ResponseCommit:
-    """Renders the response at the commit point, stores it after, settles the key's claim."""
+    """Renders the response at the commit point, stores it, settles the key's claim, and
+    tells a failure after the commit point that committed from one that did not."""
 
     def __init__(
-        self, base: dict[str, Any], claim: HeldClaim | None, record: RunRecord, records: RunRecords | None
+        self, base: dict[str, Any], claim: HeldClaim | None, pending: PendingRecord | None, is_committed: IsCommitted
     ) -> None:
         self._base = base
         self._claim = claim
-        self._record = record  # the run record to store (``records``: store it)
-        self._records = records
+        self._pending = pending
+        self._is_committed = is_committed
         self._completed_at = 0.0
+        self._intent: tuple[str, str | None, bytes] | None = None  # checkpoint, thread, run result
         self.final: bytes | None = None
+        self.outcome: str | None = None  # after a failure: COMMITTED, NOT_COMMITTED or UNKNOWN
         self.settled = asyncio.Event()
 
     def start(self, tasks: TaskOwner) -> None:
@@ -69,38 +80,92 @@ class ResponseCommit:
             self.final = render_json(body)
         return self.final
 
-    async def before_commit(self, checkpoint_id: str, thread_id: str | None, body: bytes, *, stamp: str = "") -> None:
+    async def before_commit(
+        self, checkpoint_id: str, thread_id: str | None, body: bytes, *, stamp: str = ""
+    ) -> Mapping[str, object] | None:
         final = self._render(body)
+        if self._pending is not None:
+            await self._pending.write(checkpoint_id, stamp, body)
+        self._intent = (checkpoint_id, thread_id, body)
         if self._claim is not None:
-            await self._claim.before_commit(checkpoint_id, thread_id, final, stamp=stamp)
+            return await self._claim.before_commit(checkpoint_id, thread_id, final, stamp=stamp)
+        return None
 
     async def succeeded(self, body: bytes) -> None:
-        await finish_even_if_cancelled(self._settle(body))
+        await finish_even_if_cancelled(self._settle(self._succeeded(body)))
 
-    async def _settle(self, body: bytes) -> None:
-        try:
-            final = self._render(body)
-            if self._records is not None:
-                await self._store(self._records, body)
-            if self._claim is not None:
-                await self._claim.succeeded(final)
-        finally:
-            self.settled.set()
-
-    async def _store(self, records: RunRecords, result: bytes) -> None:
-        stored = self._record.finished(rr.SUCCEEDED, result=result)
-        stored = dataclasses.replace(stored, started_at=self._record.created_at, finished_at=self._completed_at)
-        try:
-            await records.create(stored)
-        except (ResumeError, RecordConflict):
-            logger.error("Response %s committed but could not be stored: it cannot be retrieved", self._record.run_id)
+    async def _succeeded(self, body: bytes) -> None:
+        final = self._render(body)
+        if self._pending is not None:
+            await self._pending.committed(body, self._completed_at)
+        if self._claim is not None:
+            await self._claim.succeeded(final)
 
     async def failed(self, error: BaseException | None = None) -> None:
+        await finish_even_if_cancelled(self._settle(self._failed(error)))
+
+    async def _failed(self, error: BaseException | None) -> None:
+        self.outcome = await self._resolve(error)
+        if self.outcome == COMMITTED and self._intent is not None:
+            await self._succeeded(self._intent[2])
+            return
+        if self.outcome == NOT_COMMITTED and self._pending is not None:
+            await self._pending.discard()
+        if self._claim is not None:
+            await self._claim.failed(error)
+
+    async def _settle(self, work: Awaitable[None]) -> None:
         try:
-            if self._claim is not None:
-                await self._claim.failed(error)
+            await work
         finally:
             self.settled.set()
+
+    async def _resolve(self, error: BaseException | None) -> str:
+        """Whether a failed run committed. Before the commit point nothing did; a refusal the
+        library reports as such (a lost race, a refused save) committed nothing either; a
+        storage failure or anything unexpected is checked, and ``UNKNOWN`` if it cannot be."""
+        if self._intent is None:
+            return NOT_COMMITTED
+        code = getattr(error, "code", None)  # a ResumeError's, or a stream's error event's
+        if isinstance(code, str) and code not in _CHECKED:
+            return NOT_COMMITTED
+        try:
+            return COMMITTED if await self._is_committed(self._intent[0], self._intent[1]) else NOT_COMMITTED
+        except Exception:  # whatever stopped the check, the outcome is not known
+            logger.warning("Response %s: storage failed at its commit, and whether it committed is unknown", self.id)
+            return UNKNOWN
+
+    @property
+    def id(self) -> str:
+        return str(self._base["id"])
+
+    def reported(self, error: ResumeError) -> ResumeError | None:
+        """What a failed run is answered with: None when it committed after all (answer
+        ``final``); ``OutcomeUnknown`` when nobody can tell and no key makes a retry safe."""
+        if self.outcome == COMMITTED:
+            return None
+        if self.outcome == UNKNOWN and not self.keyed:
+            return self.unknown()
+        return error
+
+    @property
+    def keyed(self) -> bool:
+        """The request carries an Idempotency-Key: a retry with it resolves the outcome."""
+        return self._claim is not None
+
+    def unknown(self) -> OutcomeUnknown:
+        conversation = self._base.get("conversation")
+        details: dict[str, Any] = {"id": self.id}
+        if conversation is not None:
+            details["conversation"] = conversation["id"]
+        if self._base.get("previous_response_id") is not None:
+            details["previous_response_id"] = self._base["previous_response_id"]
+        return OutcomeUnknown(
+            "Storage failed while this turn was being committed, and whether it was applied cannot be told"
+            " yet. Do not send it again blindly: retrieve the response named in details.id (or read the"
+            " conversation) to see whether it was applied, or send an Idempotency-Key with every create.",
+            details=details,
+        )
 
 
 async def live_frames(
@@ -114,6 +179,12 @@ async def live_frames(
             yield None
             continue
         name, data = item
+        if name == "error":
+            await commit.settled.wait()  # a failure after the commit point is resolved first
+            if commit.outcome == COMMITTED:
+                name = "done"
+            elif commit.outcome == UNKNOWN and not commit.keyed:
+                data = commit.unknown().to_body()
         if name == "done":
             await commit.settled.wait()  # stored (with store) before the client hears "completed"
             frames = events.finish(json.loads(commit.final or b"{}"))

@@ -11,12 +11,12 @@ from typing import Any
 
 from agent_framework import Message
 
-from resumable.base import strict_json
 from resumable.base.errors import InvalidRequest
 from resumable.base.ids import validate_id
 from resumable.core.resume import TurnInput
 from resumable.core.runs import RunRequest
 
+from .params import flag, json_object, one_of
 from .settings import InputLimits
 
 _ROLES = ("user", "system")
@@ -44,12 +44,7 @@ def parse_run_request(
 
     ``thread`` parses the body of ``POST /api/threads/{id}/runs``.
     """
-    try:
-        data: Any = strict_json.loads(body)
-    except strict_json.StrictJsonError as exc:
-        raise InvalidRequest(f"The body must be one JSON object encoded as UTF-8: {exc}") from None
-    if not isinstance(data, dict):
-        raise InvalidRequest("The body must be a JSON object.")
+    data = json_object(body)
     allowed = _THREAD_FIELDS if thread else _RUN_FIELDS
     unknown = sorted(set(data) - allowed)
     if unknown:
@@ -59,15 +54,13 @@ def parse_run_request(
     fork_from = _optional_id(data, "from_checkpoint_id")
     messages = _parse_messages(data["messages"], limits) if data.get("messages") is not None else None
     responses = _parse_responses(data["responses"], limits) if data.get("responses") is not None else None
-    stream = _flag(data, "stream")
-    background = _flag(data, "background")
+    stream = flag(data.get("stream"), "stream", default=False)
+    background = flag(data.get("background"), "background", default=False)
     callback_url = data.get("callback_url")
     # Empty is refused, not read as "none": it would silently mean no callback, or CALLBACK_URL.
     if callback_url is not None and (not isinstance(callback_url, str) or not callback_url.strip()):
         raise InvalidRequest("'callback_url' must be a non-empty URL string (leave it out for no callback).")
-    multitask = data.get("multitask", "reject")
-    if multitask not in _MULTITASK:
-        raise InvalidRequest(f"'multitask' must be one of {', '.join(_MULTITASK)}.")
+    multitask = one_of(data.get("multitask"), "multitask", _MULTITASK, default="reject")
     if messages is not None and responses is not None:
         raise InvalidRequest("Send either 'messages' or 'responses', not both.")
 
@@ -92,13 +85,6 @@ def _optional_id(data: dict[str, Any], field: str) -> str | None:
     return None if value is None else validate_id(value, kind=field)
 
 
-def _flag(data: dict[str, Any], field: str) -> bool:
-    value = data.get(field, False)
-    if not isinstance(value, bool):
-        raise InvalidRequest(f"'{field}' must be true or false.")
-    return value
-
-
 def _parse_messages(value: Any, limits: InputLimits) -> list[Message]:
     if isinstance(value, str):
         value = [{"role": "user", "content": value}]
@@ -111,9 +97,7 @@ def _parse_messages(value: Any, limits: InputLimits) -> list[Message]:
         where = f"messages[{index}]"
         if not isinstance(item, dict) or set(item) != {"role", "content"}:
             raise InvalidRequest(f"{where} must be an object with exactly 'role' and 'content'.")
-        role, content = item["role"], item["content"]
-        if role not in _ROLES:
-            raise InvalidRequest(f"{where}.role must be one of {', '.join(_ROLES)}.")
+        role, content = one_of(item["role"], f"{where}.role", _ROLES), item["content"]
         if not isinstance(content, str) or not content.strip():
             raise InvalidRequest(f"{where}.content must be a non-empty string.")
         if len(content) > limits.max_message_chars:

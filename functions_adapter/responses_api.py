@@ -20,21 +20,20 @@ from dataclasses import dataclass
 
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from fastapi import Request, Response
-from starlette.datastructures import QueryParams
 
 from resumable.background import records as rr
 from resumable.background.events import EventReader
 from resumable.background.records import RunRecord, RunRecords
 from resumable.base.errors import InvalidRequest, ResumeError
-from resumable.base.ids import is_ascii_digits
-from resumable.core.held_claim import HeldClaim
 from resumable.core.idempotency import StoredResponse, fingerprint
 from resumable.core.run_owner import RunOwner
+from resumable.core.runs import RunService
 from resumable.storage import layout
 from resumable.storage.failures import storage_unavailable_on_failure
 from resumable.storage.record_store import DELETE, Stored
 
-from . import background_submit, thread_api
+from . import background_submit, keyed_call, thread_api
+from .keyed_call import DedupeKey
 from .openai_events import ResponseEvents, logged_run, run_frames
 from .openai_objects import (
     STATUS,
@@ -52,17 +51,20 @@ from .openai_objects import (
 )
 from .openai_request import CreateRequest, bad, parse_create
 from .openai_sync import ResponseCommit, event_stream, live_frames, replayed
+from .params import one_of, whole_number
 from .request_trace import traced
+from .response_records import PendingRecord, resolved
 from .responses import JSON_MEDIA_TYPE, json_response, render_json
-from .routes import DedupeKey, dedupe_key, read_body, require_json, verify_signature
+from .routes import read_body, require_json, verify_signature
 from .settings import Settings
 from .turns import Turn, build_turn
-from .wiring import build_service, container_for, idempotency_store, load_settings
+from .wiring import build_service, container_for, load_settings
 
 logger = logging.getLogger(__name__)
 # How long a cancel waits for a running response to stop, so the answer says "cancelled".
 CANCEL_WAIT_SECONDS = 5.0
-MAX_PAGE = 100
+MAX_PAGE, DEFAULT_PAGE = 100, 20
+MAX_SEQUENCE = 2**53  # a stream's sequence numbers (JSON's exact integers)
 
 
 async def handle_create(request: Request) -> Response:
@@ -98,8 +100,10 @@ async def _create(request: Request) -> Response:
     if parsed.conversation is not None:
         await thread_api.gate(request, settings, "responses", parsed.conversation)
     runs_body = parsed.runs_body(await _continued_from(request, settings, parsed))
-    turn = build_turn(settings, build_service(settings), runs_body, thread_id=parsed.conversation)
-    create = _Create(request, settings, parsed, turn, body, runs_body, dedupe_key(request, settings))
+    service = build_service(settings)
+    turn = build_turn(settings, service, runs_body, thread_id=parsed.conversation)
+    dedupe = keyed_call.dedupe_key(request, settings, always_key=True)
+    create = _Create(request, settings, parsed, service, turn, body, runs_body, dedupe)
     return await (_accept(create) if parsed.background else _respond(create))
 
 
@@ -108,6 +112,7 @@ class _Create:
     request: Request
     settings: Settings
     parsed: CreateRequest
+    service: RunService
     turn: Turn
     body: bytes  # as the caller sent it: the Idempotency-Key's fingerprint is of these bytes
     runs_body: bytes  # the turn as the runs routes take it: what a run record keeps
@@ -147,29 +152,34 @@ async def _respond(create: _Create) -> Response:
     request, settings, parsed, turn = create.request, create.settings, create.parsed, create.turn
     run_id, created_at = rr.new_run_id(), time.time()
     base = _base(parsed, run_id, created_at)
-    request_fingerprint = fingerprint(request.method, request.url.path, create.body)
-    claim = None
-    if create.dedupe is not None:
-        store = idempotency_store(settings, build_service(settings), ttl_seconds=create.dedupe.ttl_seconds)
-        begun = await store.begin(create.dedupe.key, request_fingerprint, kind=create.dedupe.kind)
-        if isinstance(begun, StoredResponse):
-            return replayed(begun, stream=parsed.stream)
-        claim = HeldClaim(store, begun)
+    keyed = await keyed_call.begin(
+        request, create.body, settings=settings, service=create.service, dedupe=create.dedupe
+    )
+    if isinstance(keyed, StoredResponse):
+        return replayed(keyed, stream=parsed.stream)
     record = RunRecord(
         run_id=run_id,
         body=create.runs_body,
-        fingerprint=request_fingerprint,
+        fingerprint=fingerprint(request.method, request.url.path, create.body),
         accepted=render_json(base),
         created_at=created_at,
         thread_id=turn.thread_id,
         checkpoint_id=turn.request.checkpoint_id,
     )
-    commit = ResponseCommit(base, claim, record, RunRecords(container_for(settings)) if parsed.store else None)
+    pending = PendingRecord(RunRecords(container_for(settings)), record) if parsed.store else None
+    commit = ResponseCommit(base, None if keyed is None else keyed.claim, pending, create.service.is_committed)
     owner = RunOwner(turn.runner, turn.request, claim=commit)  # the claim it settles: see ResponseCommit
     if parsed.stream:
         events = await owner.stream(keepalive_seconds=settings.sse_keepalive_seconds)
         return event_stream(live_frames(ResponseEvents(base), events, commit, base))
-    await owner.result()
+    try:
+        await owner.result()
+    except ResumeError as exc:
+        reported = commit.reported(exc)
+        if reported is exc:
+            raise
+        if reported is not None:
+            raise reported from exc
     return Response(commit.final, media_type=JSON_MEDIA_TYPE)
 
 
@@ -196,7 +206,11 @@ async def _accept(create: _Create) -> Response:
 
 
 async def _response(settings: Settings, run_id: str, *, param: str | None = None) -> Stored[RunRecord]:
-    found = await RunRecords(container_for(settings)).get(run_id)
+    """The response's record; one whose commit was never settled is settled first."""
+    records = RunRecords(container_for(settings))
+    found = await records.get(run_id)
+    if found is not None and is_response(found.value):
+        found = await resolved(records, build_service(settings), found)
     if found is None or not is_response(found.value):
         error = ResponseNotFound(f"No response has the ID '{response_id(run_id)}'.")
         raise error if param is None else with_param(error, param)
@@ -219,24 +233,13 @@ def _follow(settings: Settings, record: RunRecord, *, after: int) -> Response:
     return event_stream(run_frames(ResponseEvents(json.loads(record.accepted)), source), after=after)
 
 
-def _number(query: QueryParams, name: str, default: int, most: int) -> int:
-    raw = query.get(name)
-    if raw is None:
-        return default
-    if not is_ascii_digits(raw) or int(raw) > most:
-        raise bad(f"'{name}' must be a whole number up to {most}.", name)
-    return int(raw)
-
-
 async def _get(request: Request, response_id: str) -> Response:
     """The response; with ``?stream=true``, its events after ``starting_after``, then live."""
-    settings = load_settings()
+    settings, query = load_settings(), request.query_params
+    stream = one_of(query.get("stream"), "stream", ("true", "false"), default="false") == "true"
+    after = whole_number(query.get("starting_after"), "starting_after", low=0, high=MAX_SEQUENCE, default=-1)
     found = await _authorized(request, settings, "responses/{response_id}", response_id)
-    stream = request.query_params.get("stream", "false")
-    if stream not in ("true", "false"):
-        raise bad("'stream' must be true or false.", "stream")
-    if stream == "true":
-        after = _number(request.query_params, "starting_after", -1, 2**53)
+    if stream:
         return _follow(settings, found.value, after=after)
     return json_response(from_record(found.value))
 
@@ -276,10 +279,8 @@ async def _delete(request: Request, response_id: str) -> Response:
 
 async def _input_items(request: Request, response_id: str) -> Response:
     """What the response was created with, a page at a time (``order``, ``after``, ``limit``)."""
-    settings = load_settings()
+    settings, query = load_settings(), request.query_params
+    limit = whole_number(query.get("limit"), "limit", low=1, high=MAX_PAGE, default=DEFAULT_PAGE)
+    order = one_of(query.get("order"), "order", ("asc", "desc"), default="desc")
     found = await _authorized(request, settings, "responses/{response_id}/input_items", response_id)
-    query = request.query_params
-    limit = max(1, _number(query, "limit", 20, MAX_PAGE))
-    return json_response(
-        items_page(input_items(found.value), order=query.get("order"), after=query.get("after"), limit=limit)
-    )
+    return json_response(items_page(input_items(found.value), order=order, after=query.get("after"), limit=limit))

@@ -10,28 +10,28 @@ webhook signature → body shape → idempotency record → checkpoint → run.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Request, Response
 
 from resumable import __version__
-from resumable.base.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
-from resumable.base.ids import is_ascii_digits, validate_id
+from resumable.base.errors import PayloadTooLarge, UnsupportedMediaType
+from resumable.base.ids import validate_id
 from resumable.checkpoints.af_internals import AGENT_FRAMEWORK_VERSION
 from resumable.core.held_claim import HeldClaim
-from resumable.core.idempotency import WEBHOOK_ID, StoredResponse, fingerprint
+from resumable.core.idempotency import StoredResponse
 from resumable.core.run_owner import RunOwner
 from resumable.core.runs import Runner, RunRequest
 
+from . import keyed_call, thread_api
 from . import signatures as webhook_signature
-from . import thread_api
 from .headers import preferences
+from .params import capped_number
 from .request_trace import traced
 from .responses import JSON_MEDIA_TYPE, event_stream, json_response, replay
 from .settings import Settings
 from .turns import build_turn
-from .wiring import build_service, idempotency_store, load_settings
+from .wiring import build_service, load_settings
 
 
 def require_json(content_type: str | None) -> None:
@@ -48,11 +48,8 @@ def require_json(content_type: str | None) -> None:
 async def read_body(request: Request, limit: int) -> bytes:
     """The raw body, refusing (413) anything over ``limit`` without reading it all."""
     declared = request.headers.get("content-length")
-    if declared is not None:
-        if not is_ascii_digits(declared):
-            raise InvalidRequest("Content-Length must be a whole number.")
-        if int(declared) > limit:
-            raise PayloadTooLarge(f"The body is over the {limit}-byte limit.")
+    if declared is not None and capped_number(declared, "Content-Length", cap=limit) > limit:
+        raise PayloadTooLarge(f"The body is over the {limit}-byte limit.")
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
@@ -99,51 +96,22 @@ async def _post_run(request: Request, *, thread_id: str | None) -> Response:
     turn = build_turn(settings, service, body, thread_id=thread_id, accept=request.headers.get("accept"))
     run_request, runner = turn.request, turn.runner
 
-    dedupe = dedupe_key(request, settings)
+    dedupe = keyed_call.dedupe_key(request, settings)
     if run_request.background or "respond-async" in preferences(request.headers.get("prefer")):
         return await _background().accept(request, body, turn, settings=settings, dedupe=dedupe)
     if run_request.callback_url is not None:
         from .background_submit import refuse_synchronous_callback  # noqa: PLC0415 - on first use
 
         refuse_synchronous_callback(run_request)
-    if dedupe is None:
-        return await _execute(runner, run_request, None, settings.sse_keepalive_seconds)
-    store = idempotency_store(settings, service, ttl_seconds=dedupe.ttl_seconds)
-    request_fingerprint = fingerprint(request.method, request.url.path, body)
-    begun = await store.begin(dedupe.key, request_fingerprint, kind=dedupe.kind, plan_checkpoint=thread_id is None)
-    if isinstance(begun, StoredResponse):
-        return replay(begun, stream=run_request.stream)
-    if begun.planned_checkpoint_id is not None:  # the claim names the checkpoint this call commits
-        run_request = dataclasses.replace(run_request, final_checkpoint_id=begun.planned_checkpoint_id)
-    return await _execute(runner, run_request, HeldClaim(store, begun), settings.sse_keepalive_seconds)
-
-
-@dataclass(frozen=True, slots=True)
-class DedupeKey:
-    key: str
-    kind: str
-    ttl_seconds: int
-
-
-def dedupe_key(request: Request, settings: Settings) -> DedupeKey | None:
-    """What makes a retry "the same request".
-
-    With Standard Webhooks signatures on, the verified ``webhook-id``: a signed delivery
-    captured in transit could otherwise be sent again, within the signature's tolerance
-    window, with a fresh Idempotency-Key; keyed by its signed message ID, it replays the
-    first response instead (the Standard Webhooks advice). Otherwise the first header of
-    ``IDEMPOTENCY_HEADERS`` that the request carries (``Idempotency-Key``, then
-    ``webhook-id`` by default; ``X-GitHub-Delivery`` first with the GitHub scheme), each a
-    namespace of its own, so one header's value never matches another's.
-    """
-    if settings.webhook_secrets and settings.webhook_scheme == "standard":
-        ttl = max(settings.idempotency_ttl_seconds, 2 * settings.webhook_tolerance_seconds)
-        return DedupeKey(request.headers["webhook-id"], WEBHOOK_ID, ttl)
-    for header in settings.idempotency_headers:
-        key = request.headers.get(header)
-        if key is not None:
-            return DedupeKey(key, header, settings.idempotency_ttl_seconds)
-    return None
+    keyed = await keyed_call.begin(
+        request, body, settings=settings, service=service, dedupe=dedupe, plan_checkpoint=thread_id is None
+    )
+    if isinstance(keyed, StoredResponse):
+        return replay(keyed, stream=run_request.stream)
+    if keyed is not None and keyed.planned_checkpoint_id is not None:  # the checkpoint this call commits
+        run_request = dataclasses.replace(run_request, final_checkpoint_id=keyed.planned_checkpoint_id)
+    claim = None if keyed is None else keyed.claim
+    return await _execute(runner, run_request, claim, settings.sse_keepalive_seconds)
 
 
 async def _execute(runner: Runner, request: RunRequest, claim: HeldClaim | None, keepalive: float) -> Response:

@@ -9,12 +9,13 @@ from fastapi import Request, Response
 
 from resumable.base import strict_json
 from resumable.base.errors import InvalidRequest, PreconditionFailed, ThreadNotFound
-from resumable.base.ids import is_ascii_digits, validate_id
+from resumable.base.ids import validate_id
 from resumable.threads.admin import MAX_PAGE, ThreadMetadata, history
 from resumable.threads.delete import delete_thread
 from resumable.threads.pointers import live_head
 
 from .authorization import authorize
+from .params import whole_number
 from .responses import json_response
 from .settings import Settings
 from .wiring import build_service, container_for, load_settings
@@ -58,21 +59,12 @@ async def get_thread(request: Request, thread_id: str) -> Response:
     return json_response(body, headers={"ETag": metadata.etag} if metadata.etag else None)
 
 
-def _limit(raw: str | None) -> int:
-    if raw is None:
-        return DEFAULT_PAGE
-    # Length first: int() of thousands of digits is slow, and over 4300 it raises.
-    if not is_ascii_digits(raw) or len(raw) > len(str(MAX_PAGE)) or not 1 <= int(raw) <= MAX_PAGE:
-        raise InvalidRequest(f"'limit' must be a whole number from 1 to {MAX_PAGE}.")
-    return int(raw)
-
-
 async def get_history(request: Request, thread_id: str) -> Response:
     """``?limit=&before=``: the lineage from the head backwards, a page at a time."""
     settings = load_settings()
     await gate(request, settings, "threads/{thread_id}/history", thread_id)
     service = build_service(settings)
-    limit = _limit(request.query_params.get("limit"))
+    limit = whole_number(request.query_params.get("limit"), "limit", low=1, high=MAX_PAGE, default=DEFAULT_PAGE)
     page, cursor = await history(
         service.pointers, service.store, thread_id, limit=limit, before=request.query_params.get("before")
     )
@@ -116,6 +108,7 @@ async def delete(request: Request, thread_id: str) -> Response:
         container_for(settings),
         service.pointers,
         thread_id,
+        store=service.store,
         deadline_seconds=settings.thread_delete_seconds,
     )
     if done.finished:

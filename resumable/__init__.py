@@ -9,7 +9,8 @@ can use it: a FastAPI app, a queue worker, a script.
   what to save. The upstream v2 ``Workflow.run(checkpoint=...)`` (agent-framework
   #8522) would replace the hydrate step inside ``resume``/``af_internals`` only.
 * ``BlobCheckpointStorage`` (+ ``CheckpointCodec``): create-only checkpoint blobs with a
-  guarded decoder; also the framework's ``CheckpointStorage`` protocol.
+  guarded decoder and a warm-instance cache; the library's narrow ``CheckpointStore``
+  (save, load, delete, info, a page of infos) and the framework's ``CheckpointStorage``.
 * ``RunService`` / ``ThreadRunner``: load → prepare → run → save (→ advance a thread).
 * ``ThreadPointers``: threads as pointer blobs moved by compare-and-swap.
 * ``IdempotencyStore`` + ``HeldClaim``: one run per key, replayed to every retry.
@@ -31,6 +32,7 @@ _EXPORTS = {
     "BackgroundRuns": "background",
     "BlobCheckpointStorage": "checkpoints.blob_store",
     "CheckpointCodec": "checkpoints.codec",
+    "CheckpointStore": "checkpoints.store",
     "HeldClaim": "core.held_claim",
     "IdempotencyStore": "core.idempotency",
     "PreparedRun": "core.resume",
@@ -50,6 +52,7 @@ __all__ = [
     "BackgroundRuns",
     "BlobCheckpointStorage",
     "CheckpointCodec",
+    "CheckpointStore",
     "HeldClaim",
     "IdempotencyStore",
     "PreparedRun",
@@ -74,6 +77,7 @@ if TYPE_CHECKING:
     from .base.errors import ResumeError
     from .checkpoints.blob_store import BlobCheckpointStorage
     from .checkpoints.codec import CheckpointCodec
+    from .checkpoints.store import CheckpointStore
     from .core.held_claim import HeldClaim
     from .core.idempotency import IdempotencyStore
     from .core.resume import PreparedRun, TurnInput, prepare_run

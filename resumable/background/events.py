@@ -13,11 +13,22 @@ one write per event:
 
 A reader follows a log by byte offset, so reconnecting from a ``Last-Event-ID`` re-reads
 nothing it does not need.
+
+A log holds the thread's text, so it must never outlive its thread's DELETE. It carries
+its run and thread in its metadata (a delete finds it even without the run's record), it
+is only ever *created* here, and nothing is appended to it until a read of the run's
+record after the create has found it: a record gone means the run was deleted meanwhile,
+and the writer deletes the log it made (a read that fails is made again at the next flush).
+DELETE removes a run's record before it lists the run's logs, so whichever comes first,
+the log goes (``threads/delete.py``). Appends never create: a log deleted under a run
+ends its writing. What a crash leaves between the two is found by housekeeping
+(``threads/event_sweep.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Mapping
@@ -65,17 +76,24 @@ class LoggedEvent:
         return cls(attempt, seq, name, data)
 
 
+class _LogGone(Exception):
+    """The run (its thread) was deleted: the log must not exist, and nothing more is written."""
+
+
 class EventWriter:
     """Buffers one attempt's events and writes them in batches; a failed append is logged,
     never fatal to the run. ``take_tail`` ends the log: what is left goes to the caller."""
 
-    def __init__(self, container: ContainerClient, run_id: str, attempt: int) -> None:
+    def __init__(self, container: ContainerClient, run_id: str, attempt: int, *, thread_id: str | None = None) -> None:
         self._blob = container.get_blob_client(log_name(run_id, attempt))
+        self._record = container.get_blob_client(layout.record_blob(layout.RUNS, run_id))
+        self._metadata = {"run_id": run_id, **({"thread_id": thread_id} if thread_id else {})}
         self._container = container
         self._attempt = attempt
         self._seq = 0
         self._buffer: list[LoggedEvent] = []
         self._created = False
+        self._checked = False  # the run's record was seen after the log's create
         self._lock = asyncio.Lock()
         self._sealed = asyncio.Event()
 
@@ -127,6 +145,8 @@ class EventWriter:
             with storage_unavailable_on_failure("append events"):
                 if lines and not self._created:
                     await self._create()
+                if lines and not self._checked:
+                    await self._check_run()
                 while lines:
                     batch, size = [], 0
                     while lines and (not batch or size + len(lines[0]) <= _MAX_APPEND):
@@ -135,14 +155,29 @@ class EventWriter:
                     await self._blob.append_block(b"".join(batch))
         except ResumeError:
             logger.warning("Could not append %d events to a run's log; joiners miss them", count)
+        except (ResourceNotFoundError, _LogGone):
+            # Deleted with its thread (or the run's record is gone): never write it again.
+            self._sealed.set()
+            logger.info("A run's event log was deleted with its thread; %d events are not written", count)
 
     async def _create(self) -> None:
         try:
-            await self._blob.create_append_blob()
+            await self._blob.create_append_blob(metadata=self._metadata)
         except ResourceNotFoundError:
             await create_container_if_missing(self._container)
-            await self._blob.create_append_blob()
+            await self._blob.create_append_blob(metadata=self._metadata)
         self._created = True
+
+    async def _check_run(self) -> None:
+        """After the create, before any text: is the run's record still there? If not, its
+        thread was deleted, and the delete may have listed the run's logs before this one
+        landed: delete it. A check that fails is made again before the next batch."""
+        if not await self._record.exists():
+            self._sealed.set()
+            with contextlib.suppress(ResourceNotFoundError):
+                await self._blob.delete_blob()
+            raise _LogGone
+        self._checked = True
 
 
 class EventReader:

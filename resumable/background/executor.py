@@ -226,7 +226,7 @@ class BackgroundRuns:
     async def _attempt(self, stored: Stored[RunRecord], token: str) -> RunLease:
         """One attempt, owned by one task group: the run, its lease's watcher, its log's flusher."""
         record = stored.value
-        writer = EventWriter(self._container, record.run_id, record.attempts)
+        writer = EventWriter(self._container, record.run_id, record.attempts, thread_id=record.thread_id)
         lease = RunLease(self.records, self._check, stored, token, events=writer)
         with _run_span(record) as span:
             try:

@@ -57,14 +57,31 @@ def _refuse_constant(name: str) -> Any:
     raise StrictJsonError(f"{name} is not JSON.")
 
 
-def loads(data: bytes) -> Any:
-    """Parse a request body; ``StrictJsonError`` on anything ambiguous or not UTF-8 JSON."""
+def _decoded(data: bytes) -> str:
+    if not data.strip():
+        raise StrictJsonError("The body is empty: send one JSON value.")
     try:
-        value = json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicate_keys, parse_constant=_refuse_constant)
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StrictJsonError(f"The body is not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}.") from None
+
+
+def loads(data: bytes) -> Any:
+    """Parse a request body; ``StrictJsonError`` on anything ambiguous or not UTF-8 JSON,
+    with a message that says what is wrong and where (line and column)."""
+    text = _decoded(data)
+    try:
+        value = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_refuse_constant)
     except StrictJsonError:
         raise
-    except (ValueError, RecursionError) as exc:  # bad UTF-8, bad JSON, over-long integers
-        raise StrictJsonError("The body is not JSON encoded as UTF-8.") from exc
+    except json.JSONDecodeError as exc:
+        raise StrictJsonError(
+            f"The body is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}."
+        ) from None
+    except RecursionError:
+        raise StrictJsonError("The body nests arrays or objects too deeply to be read.") from None
+    except ValueError as exc:  # an integer of more digits than int() reads
+        raise StrictJsonError("The body holds a number with too many digits.") from exc
     _check_strings(value)
     return value
 

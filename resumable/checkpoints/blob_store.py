@@ -92,7 +92,8 @@ def _info_from(name: str, raw_metadata: dict[str, str | None], size: int) -> Che
 class BlobCheckpointStorage:
     """Immutable, create-only checkpoint storage in one blob container.
 
-    Implements the framework's ``CheckpointStorage`` protocol, so it can also be
+    The library's ``CheckpointStore`` (``store.py``: what core, deletion and the sweeps
+    use). It also implements the framework's ``CheckpointStorage`` protocol, so it can be
     handed to ``workflow.run(checkpoint_storage=...)`` for the upstream two-step
     pattern. The atomic resume does not do that: it loads and saves through this
     class itself, so that a failed save is an error rather than a logged warning.
@@ -181,6 +182,7 @@ class BlobCheckpointStorage:
         await create_container_if_missing(self.container)
 
     async def delete(self, checkpoint_id: str) -> bool:
+        """Forget it in the cache first, so this instance never answers for it again."""
         if self.cache is not None:
             self.cache.forget(self._scope, checkpoint_id)
         with storage_unavailable_on_failure("delete"):

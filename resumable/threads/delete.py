@@ -3,8 +3,13 @@
 The pointer is fenced first: a ``deleting`` tombstone, so any turn that read it before
 fails its compare-and-swap and later ones are refused. Then the container is scanned a
 listing page at a time: checkpoints (found by their ``thread_id`` metadata, so lost
-races' leftovers go too), idempotency records, background runs and their callback
-delivery records (each record is read, since their names do not say whose they are).
+races' leftovers go too, and deleted through the checkpoint store, whose cache forgets
+them), idempotency records, background runs (Responses' ``resp_`` records among them) and
+their callback delivery records (each record is read, since their names do not say whose
+they are). A run's record goes before its event logs are listed, and a log's writer reads
+the record after creating the log (``background/events.py``), so a log created while the
+delete runs is removed by one or the other; a log whose record a crashed delete already
+removed is found by the ``thread_id`` in its metadata.
 After each page the tombstone records the listing's continuation token by
 compare-and-swap (``delete_progress.py``), so a call that runs out of time answers 202
 and the next call goes on from there instead of starting over. Every call finishes at
@@ -24,6 +29,7 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob.aio import ContainerClient
 
 from ..base.errors import ThreadBusy, ThreadNotFound
+from ..checkpoints.store import CheckpointStore
 from ..storage import layout
 from ..storage.blob_records import BlobRecords, RecordUnreadable
 from ..storage.failures import list_page, storage_unavailable_on_failure
@@ -37,8 +43,9 @@ DELETE_PAGE = 250
 DELETE_CONCURRENCY = 16
 _TOMBSTONE_ATTEMPTS = 10
 
-# A phase's page: (container, thread ID, continuation token) -> (blobs deleted, next token).
-_Step = Callable[[ContainerClient, str, str | None], Awaitable[tuple[int, str | None]]]
+# A phase's page: (container, checkpoint store, thread ID, continuation token) -> (blobs
+# deleted, next token).
+_Step = Callable[[ContainerClient, CheckpointStore, str, str | None], Awaitable[tuple[int, str | None]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +59,7 @@ async def delete_thread(
     pointers: ThreadPointers,
     thread_id: str,
     *,
+    store: CheckpointStore,
     deadline_seconds: float = 20.0,
 ) -> Deletion:
     """Delete everything of ``thread_id``; ``finished`` False when the deadline came first.
@@ -74,7 +82,7 @@ async def delete_thread(
             if not progress.found:
                 raise ThreadNotFound(f"Thread '{thread_id}' does not exist (or was deleted).")
             return Deletion(True, deleted)
-        count, token = await _STEPS[progress.phase](container, thread_id, progress.token)
+        count, token = await _STEPS[progress.phase](container, store, thread_id, progress.token)
         deleted += count
         head = await _record(pointers, head, progress.after_page(token, found=count > 0))
         worked = True
@@ -128,20 +136,33 @@ async def _delete_blob(container: ContainerClient, name: str) -> int:
     return 1
 
 
-async def _checkpoints(container: ContainerClient, thread_id: str, token: str | None) -> tuple[int, str | None]:
-    blobs, token = await list_page(container, layout.CHECKPOINTS, token, DELETE_PAGE, metadata=True)
-    mine = [blob.name for blob in blobs if (blob.metadata or {}).get("thread_id") == thread_id]
-    return await _bounded(_delete_blob(container, name) for name in mine), token
+async def _checkpoints(
+    container: ContainerClient, store: CheckpointStore, thread_id: str, token: str | None
+) -> tuple[int, str | None]:
+    """Through the store: it forgets each in its cache as it deletes it."""
+    infos, token = await store.info_page(token, DELETE_PAGE)
+    mine = [info.checkpoint_id for info in infos if info.thread_id == thread_id]
+
+    async def one(checkpoint_id: str) -> int:
+        return int(await store.delete(checkpoint_id))
+
+    return await _bounded(one(checkpoint_id) for checkpoint_id in mine), token
 
 
 def _records_naming(prefix: str) -> _Step:
     """A page of the JSON records under ``prefix``: those whose ``thread_id`` is this
     thread are deleted (with a background run's event logs)."""
 
-    async def step(container: ContainerClient, thread_id: str, token: str | None) -> tuple[int, str | None]:
-        blobs, token = await list_page(container, prefix, token, DELETE_PAGE)
+    async def step(
+        container: ContainerClient, _store: CheckpointStore, thread_id: str, token: str | None
+    ) -> tuple[int, str | None]:
+        blobs, token = await list_page(container, prefix, token, DELETE_PAGE, metadata=prefix == layout.RUNS)
         records = BlobRecords(container, prefix)
         names = [blob.name.removeprefix(prefix).removesuffix(".json") for blob in blobs]
+        # An event log (``runs/<id>/...``) names its thread: gone even if its record is.
+        logs = [
+            b.name for b in blobs if "/" in b.name[len(prefix) :] and (b.metadata or {}).get("thread_id") == thread_id
+        ]
 
         async def one(name: str) -> int:
             try:
@@ -150,12 +171,13 @@ def _records_naming(prefix: str) -> _Step:
                 return 0
             if record is None or record.data.get("thread_id") != thread_id:
                 return 0
-            if prefix == layout.RUNS:
+            deleted = int(await records.delete(name))
+            if prefix == layout.RUNS:  # after the record: a log created meanwhile is listed here
                 await _delete_run_events(container, name)
-            return int(await records.delete(name))
+            return deleted
 
-        # An event log (``runs/<id>/...``) goes with its run.
-        return await _bounded(one(name) for name in names if "/" not in name), token
+        deleted = await _bounded(_delete_blob(container, log) for log in logs)
+        return deleted + await _bounded(one(name) for name in names if "/" not in name), token
 
     return step
 

@@ -1,12 +1,14 @@
 """The timer's housekeeping, a pass spread over as many invocations as it takes.
 
-A pass has three phases, each a walk through one listing, a page at a time:
+A pass has four phases, each a walk through one listing, a page at a time:
 
 1. ``mark``: list every checkpoint and collect what they link to (``reference_filter.py``);
 2. ``sweep``: list them again and sweep the leaves among them (``thread_sweep.sweep_page``:
    fenced, never deleting what a thread reaches, nothing newer than its listing page);
 3. ``touch``: list the thread pointers and read one byte of each thread's recent
-   checkpoints, so idle-time retention (which goes by last access) keeps them.
+   checkpoints, so idle-time retention (which goes by last access) keeps them;
+4. ``events``: list the background runs and delete event logs whose run record is gone
+   (what a crash during a thread's DELETE leaves: ``event_sweep.py``).
 
 Where the pass stands (phase and the listing's continuation token) is a small record,
 ``maintenance/state.json``, written by compare-and-swap at the end of each invocation.
@@ -31,23 +33,25 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob.aio import ContainerClient
 
 from ..base.errors import InvalidRequest, ThreadUnreadable
-from ..checkpoints.blob_store import BlobCheckpointStorage
 from ..checkpoints.blob_store import blob_name as checkpoint_blob
+from ..checkpoints.store import CheckpointStore
 from ..storage import layout
 from ..storage.failures import download_capped, list_page, storage_unavailable_on_failure, upload_new
 from ..storage.record_store import RecordStore, RecordUnreadable, Stored
+from .event_sweep import sweep_event_logs
 from .pointers import ThreadPointers
 from .reference_filter import ReferenceFilter
 from .sweep import sweep_page
 
 logger = logging.getLogger(__name__)
 
-PHASES = ("mark", "sweep", "touch", "done")
+PHASES = ("mark", "sweep", "touch", "events", "done")
 STATE = "state"
 PASS_INTERVAL_SECONDS = 23 * 3600
 # Listing pages: small enough that one page fits well inside a short budget.
 CHECKPOINT_PAGE = 1000
 THREAD_PAGE = 25  # each thread costs its pointer and up to ten ranged reads
+EVENT_PAGE = 1000  # run records and logs; a log costs a read only if its record is on another page
 TOUCH_CONCURRENCY = 16
 _MAX_REFERENCES_BYTES = 256 * 1024 * 1024
 
@@ -96,6 +100,7 @@ class Report:
     touched: int
     pages: int
     seconds: float
+    logs_deleted: int = 0
 
 
 class _Superseded(Exception):
@@ -105,7 +110,7 @@ class _Superseded(Exception):
 async def run_housekeeping(
     container: ContainerClient,
     pointers: ThreadPointers,
-    store: BlobCheckpointStorage,
+    store: CheckpointStore,
     *,
     budget_seconds: float,
     orphan_min_age_seconds: float,
@@ -118,7 +123,7 @@ async def run_housekeeping(
     if state is not None and state.phase == "done" and time.time() - state.started_at < PASS_INTERVAL_SECONDS:
         return Report("done", False, (), 0, 0, time.monotonic() - began)
     references = None
-    if state is not None and state.phase == "touch":
+    if state is not None and state.phase in ("touch", "events"):
         references = ReferenceFilter.empty()  # not needed any more
     elif state is not None and state.phase != "done":
         references = await _load_references(container, state.references)
@@ -135,10 +140,17 @@ async def run_housekeeping(
     await _record(container, records, stored, state, work if marked else None)
     logger.info(
         "housekeeping invocation",
-        extra={"phase": state.phase, "pages": pages, "deleted": len(work.deleted), "touched": work.touched},
+        extra={
+            "phase": state.phase,
+            "pages": pages,
+            "deleted": len(work.deleted),
+            "touched": work.touched,
+            "logs_deleted": work.logs_deleted,
+        },
     )
+    done = state.phase == "done"
     return Report(
-        state.phase, state.phase == "done", tuple(work.deleted), work.touched, pages, time.monotonic() - began
+        state.phase, done, tuple(work.deleted), work.touched, pages, time.monotonic() - began, work.logs_deleted
     )
 
 
@@ -180,7 +192,7 @@ async def _record(
     if state.phase in ("mark", "sweep") and marked is not None:
         saved = await marked.save_references()
         state = dataclasses.replace(state, references=saved)
-    elif state.phase in ("touch", "done"):
+    elif state.phase in ("touch", "events", "done"):
         state = dataclasses.replace(state, references=None)
 
     def advance(current: PassState | None) -> PassState:
@@ -212,7 +224,7 @@ class _Pass:
         self,
         container: ContainerClient,
         pointers: ThreadPointers,
-        store: BlobCheckpointStorage,
+        store: CheckpointStore,
         references: ReferenceFilter,
         orphan_min_age_seconds: float,
     ) -> None:
@@ -221,12 +233,17 @@ class _Pass:
         self.min_age = orphan_min_age_seconds
         self.deleted: list[str] = []
         self.touched = 0
+        self.logs_deleted = 0
         self._gate = asyncio.Semaphore(TOUCH_CONCURRENCY)
 
     async def page(self, phase: str, token: str | None) -> str | None:
         """Do one page of ``phase`` from ``token``; the next page's token (None: phase done)."""
         if phase == "touch":
             return await self._touch(token)
+        if phase == "events":
+            deleted, token = await sweep_event_logs(self.container, token, EVENT_PAGE)
+            self.logs_deleted += deleted
+            return token
         infos, token = await self.store.info_page(token, CHECKPOINT_PAGE)
         if phase == "mark":
             for info in infos:

@@ -23,8 +23,8 @@ from collections.abc import Container, Iterable, Mapping
 
 from ..base.errors import CheckpointNotFound, InvalidRequest, ThreadUnreadable
 from ..base.ids import validate_id
-from ..checkpoints.blob_store import BlobCheckpointStorage
 from ..checkpoints.info import CheckpointInfo
+from ..checkpoints.store import CheckpointStore
 from .pointers import ThreadHead, ThreadPointers
 
 logger = logging.getLogger(__name__)
@@ -33,10 +33,11 @@ logger = logging.getLogger(__name__)
 SWEEP_ATTEMPTS = 5
 # Threads swept at once.
 SWEEP_CONCURRENCY = 16
+LIST_PAGE = 5000
 
 
 async def sweep_orphans(
-    pointers: ThreadPointers, store: BlobCheckpointStorage, *, older_than_seconds: float = 600
+    pointers: ThreadPointers, store: CheckpointStore, *, older_than_seconds: float = 600
 ) -> list[str]:
     """One whole pass in one call (one listing, held in memory); return the deleted IDs.
 
@@ -47,14 +48,20 @@ async def sweep_orphans(
     of the listed checkpoints reachable, and checkpoints saved after the listing are
     never candidates. A thread whose pointer cannot be read keeps all its checkpoints.
     """
-    infos = await store.list_all_infos()
+    infos: list[CheckpointInfo] = []
+    token: str | None = None
+    while True:
+        page, token = await store.info_page(token, LIST_PAGE)
+        infos += page
+        if token is None:
+            break
     linked = {link for info in infos if info.thread_id for link in info.links}
     return await sweep_page(pointers, store, infos, linked, cutoff=time.time() - older_than_seconds)
 
 
 async def sweep_page(
     pointers: ThreadPointers,
-    store: BlobCheckpointStorage,
+    store: CheckpointStore,
     infos: Iterable[CheckpointInfo],
     linked: Container[str],
     *,
@@ -79,7 +86,7 @@ async def sweep_page(
 
 async def _sweep_thread(
     pointers: ThreadPointers,
-    store: BlobCheckpointStorage,
+    store: CheckpointStore,
     thread_id: str,
     candidates: set[str],
     infos: Mapping[str, CheckpointInfo],
@@ -110,7 +117,7 @@ async def _sweep_thread(
 
 
 async def _unreached(
-    head: ThreadHead, candidates: set[str], store: BlobCheckpointStorage, infos: Mapping[str, CheckpointInfo]
+    head: ThreadHead, candidates: set[str], store: CheckpointStore, infos: Mapping[str, CheckpointInfo]
 ) -> set[str]:
     """The candidates that the head's lineage, its recent list and the old heads forks
     replaced do not reach. The walk stops as soon as every candidate is reached, so a

@@ -14,6 +14,7 @@ from functions_adapter.wiring import container_for
 from resumable.base.errors import CheckpointConflict, CheckpointUnreadable, InvalidRequest
 from resumable.checkpoints.blob_store import BlobCheckpointStorage
 from resumable.checkpoints.codec import CheckpointCodec
+from resumable.checkpoints.store import CheckpointStore
 from tests import recording_workflow
 
 
@@ -151,3 +152,11 @@ async def test_a_retried_upload_that_meets_its_own_blob_is_a_success(store) -> N
     await store.save(checkpoint)
     assert await store.save(checkpoint) == checkpoint.checkpoint_id  # same bytes and metadata: not a conflict
     assert (await store.load(checkpoint.checkpoint_id)).to_dict() == checkpoint.to_dict()
+
+
+def test_the_blob_store_is_the_library_s_narrow_checkpoint_store() -> None:
+    """Deletion, the sweeps and housekeeping take a ``CheckpointStore``; the blob store is one,
+    and the protocol stays narrow (no container, no listing of whole bodies)."""
+    assert issubclass(BlobCheckpointStorage, CheckpointStore)
+    members = {name for name in vars(CheckpointStore) if not name.startswith("_")}
+    assert members == {"save", "load", "delete", "get_info", "info_page"}

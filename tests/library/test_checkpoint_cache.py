@@ -143,7 +143,9 @@ async def test_a_thread_deleted_elsewhere_is_not_continued_from_the_cache(host: 
     other = other_instance()
     from resumable.threads.delete import delete_thread
 
-    assert (await delete_thread(other.store.container, other.pointers, "deleted", deadline_seconds=30)).finished
+    assert (
+        await delete_thread(other.store.container, other.pointers, "deleted", store=other.store, deadline_seconds=30)
+    ).finished
     status, body = await post(host, "/api/threads/deleted/runs", {"messages": "three"})
     assert (status, body["error"]["code"]) == (409, "thread_busy")  # a delete raced it: nothing committed
     names = [b.name async for b in other.store.container.list_blobs(name_starts_with="checkpoints/")]

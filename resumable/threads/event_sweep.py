@@ -1,0 +1,48 @@
+"""Housekeeping's last phase: delete background runs' event logs whose run record is gone.
+
+A log (``runs/<run_id>/events-<n>.jsonl``) holds a thread's text. Its record is written
+before the log is ever created, and only a thread's DELETE (or retention, which takes both)
+removes the record; a log without one is what a crash left between the two (a delete that
+stopped after the record, a writer that stopped before removing the log it created after
+a delete, or could not tell). Nothing reads a log without its record, so it can go at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from azure.core.exceptions import ResourceNotFoundError
+from azure.storage.blob.aio import ContainerClient
+
+from ..storage import layout
+from ..storage.failures import list_page, storage_unavailable_on_failure
+
+_CONCURRENCY = 16
+
+
+async def sweep_event_logs(container: ContainerClient, token: str | None, size: int) -> tuple[int, str | None]:
+    """One listing page of ``runs/`` from ``token``: delete its logs whose run has no
+    record. Returns (logs deleted, the next page's token)."""
+    blobs, token = await list_page(container, layout.RUNS, token, size)
+    names = {blob.name for blob in blobs}
+    logs = [name for name in names if "/" in name.removeprefix(layout.RUNS)]
+    gate = asyncio.Semaphore(_CONCURRENCY)
+
+    async def one(log: str) -> int:
+        record = layout.record_blob(layout.RUNS, log.removeprefix(layout.RUNS).split("/", 1)[0])
+        async with gate:
+            if record in names:  # the record sorts just before its logs: often on this page
+                return 0
+            with storage_unavailable_on_failure("sweep event logs"):
+                if await container.get_blob_client(record).exists():
+                    return 0
+                with contextlib.suppress(ResourceNotFoundError):
+                    await container.delete_blob(log)
+                    return 1
+        return 0
+
+    return sum(await asyncio.gather(*(one(log) for log in logs))), token
+
+
+__all__ = ["sweep_event_logs"]
