@@ -19,9 +19,7 @@ from typing import Any
 
 from fastapi import Request, Response
 
-from resumable.base import strict_json
 from resumable.base.errors import InvalidRequest, RequestInProgress, ThreadNotFound
-from resumable.base.ids import is_ascii_digits
 from resumable.threads.admin import Metadata, ThreadMetadata
 from resumable.threads.delete import delete_thread
 from resumable.threads.pointers import ThreadHead
@@ -29,6 +27,7 @@ from resumable.threads.transcript import ThreadMessage, messages_page
 
 from . import thread_api
 from .openai_objects import openai_error, with_param
+from .params import json_object, one_of, whole_number
 from .request_trace import traced
 from .responses import json_response
 from .routes import read_body, require_json, verify_signature
@@ -93,12 +92,7 @@ async def _body(request: Request, settings: Settings, allowed: frozenset[str]) -
     body = await read_body(request, settings.max_request_bytes)
     verify_signature(request, body, settings)
     require_json(request.headers.get("content-type"))
-    try:
-        data = strict_json.loads(body) if body.strip() else {}
-    except strict_json.StrictJsonError as exc:
-        raise InvalidRequest(f"The body must be one JSON object: {exc}") from None
-    if not isinstance(data, dict):
-        raise InvalidRequest("The body must be a JSON object.")
+    data = json_object(body) if body.strip() else {}
     for name in data:
         if name not in allowed:
             raise with_param(InvalidRequest(f"Unsupported parameter '{name}'."), name)
@@ -165,23 +159,17 @@ async def _delete(request: Request, conversation_id: str) -> Response:
         raise ConversationNotFound(f"No conversation has the ID '{conversation_id}'.")
     try:
         done = await delete_thread(
-            container, service.pointers, conversation_id, deadline_seconds=settings.thread_delete_seconds
+            container,
+            service.pointers,
+            conversation_id,
+            store=service.store,
+            deadline_seconds=settings.thread_delete_seconds,
         )
     except ThreadNotFound:
         raise ConversationNotFound(f"No conversation has the ID '{conversation_id}'.") from None
     if not done.finished:
         raise ConversationDeleting("The conversation is being deleted; send the same DELETE again to finish it.")
     return json_response({"id": conversation_id, "object": "conversation.deleted", "deleted": True})
-
-
-def _limit(raw: str | None) -> int:
-    """1 to ``MAX_PAGE``; digits counted before ``int()`` (see ``thread_list.bounded_limit``)."""
-    if raw is None:
-        return DEFAULT_PAGE
-    significant = raw.lstrip("0") or "0"
-    if not is_ascii_digits(raw) or len(significant) > len(str(MAX_PAGE)) or not 1 <= int(significant) <= MAX_PAGE:
-        raise with_param(InvalidRequest(f"'limit' must be a whole number from 1 to {MAX_PAGE}."), "limit")
-    return int(significant)
 
 
 def item(message: ThreadMessage) -> dict[str, Any]:
@@ -197,10 +185,8 @@ async def _items(request: Request, conversation_id: str) -> Response:
     """``?after=&limit=&order=``: the thread's messages, newest first by default."""
     settings = load_settings()
     query = request.query_params
-    limit = _limit(query.get("limit"))
-    order = query.get("order") or "desc"
-    if order not in ("asc", "desc"):
-        raise with_param(InvalidRequest("'order' must be asc or desc."), "order")
+    limit = whole_number(query.get("limit"), "limit", low=1, high=MAX_PAGE, default=DEFAULT_PAGE)
+    order = one_of(query.get("order"), "order", ("asc", "desc"), default="desc")
     _, head = await _existing(request, settings, conversation_id)
     page: list[ThreadMessage] = []
     more = False

@@ -10,33 +10,17 @@ from __future__ import annotations
 
 from fastapi import Request, Response
 
-from resumable.base.errors import Forbidden, InvalidRequest
-from resumable.base.ids import is_ascii_digits
+from resumable.base.errors import Forbidden
 from resumable.threads.listing import MAX_LIST_PAGE, ThreadSummary, list_threads
 
 from .authorization import authorize
+from .params import whole_number
 from .request_trace import traced
 from .responses import json_response
 from .wiring import build_service, container_for, load_settings
 
 ROUTE = "list"
 DEFAULT_LIMIT = 20
-
-
-def bounded_limit(raw: str | None) -> int:
-    """``limit`` from 1 to ``MAX_LIST_PAGE``; 400 naming it otherwise. Digits are counted
-    before ``int()`` (thousands of digits are slow, over 4,300 raise). The same rule as the
-    history route's; ``params.whole_number`` once the one parser is on main."""
-    if raw is None:
-        return DEFAULT_LIMIT
-    significant = raw.lstrip("0") or "0"
-    if (
-        not is_ascii_digits(raw)
-        or len(significant) > len(str(MAX_LIST_PAGE))
-        or not 1 <= int(significant) <= MAX_LIST_PAGE
-    ):
-        raise InvalidRequest(f"'limit' must be a whole number from 1 to {MAX_LIST_PAGE}.", details={"param": "limit"})
-    return int(significant)
 
 
 async def handle_list(request: Request) -> Response:
@@ -46,7 +30,7 @@ async def handle_list(request: Request) -> Response:
 async def _list(request: Request) -> Response:
     settings = load_settings()
     query = request.query_params
-    limit = bounded_limit(query.get("limit"))
+    limit = whole_number(query.get("limit"), "limit", low=1, high=MAX_LIST_PAGE, default=DEFAULT_LIMIT)
     spec = settings.thread_authorizer
 
     async def allow(summary: ThreadSummary) -> bool:

@@ -198,3 +198,28 @@ async def test_deleting_a_conversation_deletes_its_thread_whole(client: AsyncOpe
     # The ID starts afresh as a new thread, with none of the old messages.
     assert "turn 1" in await _say(client, conv.id, "again")
     assert len((await client.conversations.items.list(conv.id)).data) == 2
+
+
+async def test_a_delete_that_runs_out_of_time_is_retryable_and_the_same_call_finishes_it(
+    client: AsyncOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conv = await client.conversations.create()
+    await _say(client, conv.id, "one")
+    monkeypatch.setenv("THREAD_DELETE_SECONDS", "0.000001")  # every call does one page, then stops
+    with pytest.raises(openai.ConflictError) as raised:
+        await client.conversations.delete(conv.id)
+    assert raised.value.code == "conversation_deleting"
+    assert raised.value.response.headers["x-should-retry"] == "true"
+    assert raised.value.response.headers["retry-after"] == "1"
+    with pytest.raises(openai.NotFoundError):  # a conversation being deleted is gone to readers
+        await client.conversations.retrieve(conv.id)
+    for _ in range(20):
+        try:
+            assert (await client.conversations.delete(conv.id)).deleted
+            break
+        except openai.ConflictError:
+            continue
+    else:
+        pytest.fail("the delete never finished")
+    with pytest.raises(openai.NotFoundError):
+        await client.conversations.delete(conv.id)
