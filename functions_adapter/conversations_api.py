@@ -22,6 +22,7 @@ from fastapi import Request, Response
 from resumable.base.errors import InvalidRequest, RequestInProgress, ThreadNotFound
 from resumable.threads.admin import Metadata, ThreadMetadata
 from resumable.threads.delete import delete_thread
+from resumable.threads.listing import validate_prefix
 from resumable.threads.pointers import ThreadHead
 from resumable.threads.transcript import ThreadMessage, messages_page
 
@@ -37,11 +38,14 @@ from .wiring import build_service, container_for, load_settings
 PREFIX = "conv_"
 # conv_<creation time, 8 hex digits of Unix seconds><96 random bits>: the ID carries its
 # own creation time, so reading a conversation needs no record of when it was made.
-_GENERATED = re.compile(r"conv_([0-9a-f]{8})[0-9a-f]{24}")
+# A create may put the ID under a prefix of the caller's (``id_prefix``), for an authorizer
+# that gives each caller the IDs under a prefix (``authorizers.thread_prefix_of_principal``).
+_GENERATED = re.compile(r"(?:.*[._-])?conv_([0-9a-f]{8})[0-9a-f]{24}")
+MAX_ID_PREFIX = 64
 ROUTE = "conversations/{conversation_id}"
 MAX_PAGE = 100
 DEFAULT_PAGE = 20
-CREATE_FIELDS = frozenset({"metadata", "items"})
+CREATE_FIELDS = frozenset({"metadata", "items", "id_prefix"})
 
 
 class ConversationNotFound(ThreadNotFound):
@@ -75,8 +79,18 @@ async def handle_items(request: Request, conversation_id: str) -> Response:
     return await traced(request, route, lambda: _items(request, conversation_id), openai_error)
 
 
-def new_id() -> str:
-    return f"{PREFIX}{int(time.time()):08x}{secrets.token_hex(12)}"
+def new_id(id_prefix: object = None) -> str:
+    """``[<id_prefix>]conv_<8 hex digits of Unix seconds><24 random hex digits>``."""
+    if id_prefix is None:
+        id_prefix = ""
+    if not isinstance(id_prefix, str) or len(id_prefix) > MAX_ID_PREFIX or (id_prefix and id_prefix[-1] not in "._-"):
+        why = f"'id_prefix' is at most {MAX_ID_PREFIX} characters of a thread ID, ending in '.', '_' or '-'."
+        raise with_param(InvalidRequest(why), "id_prefix")
+    try:
+        validate_prefix(id_prefix)
+    except InvalidRequest as exc:
+        raise with_param(exc, "id_prefix") from None
+    return f"{id_prefix}{PREFIX}{int(time.time()):08x}{secrets.token_hex(12)}"
 
 
 def conversation(conversation_id: str, metadata: Metadata, head: ThreadHead | None) -> dict[str, Any]:
@@ -114,7 +128,7 @@ async def _create(request: Request) -> Response:
         why = "a conversation's items are its turns: send them with responses.create(conversation=...)"
         raise with_param(InvalidRequest(f"'items' is not supported here ({why})."), "items")
     values = _metadata(data.get("metadata"))
-    conversation_id = new_id()
+    conversation_id = new_id(data.get("id_prefix"))
     await thread_api.gate(request, settings, "conversations", conversation_id)
     written = await ThreadMetadata(container_for(settings)).put(conversation_id, values, if_match=None)
     return json_response(conversation(conversation_id, written, None))

@@ -151,6 +151,10 @@ async def list_threads(
         return summary
 
     ids = [thread_id for thread_id in (_thread_id(blob.name) for blob in blobs) if thread_id is not None]
-    found = await asyncio.gather(*(one(thread_id) for thread_id in ids))
-    page = [summary for summary in found if summary is not None]
+    try:  # a failed read cancels the others: no read outlives the call
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(one(thread_id)) for thread_id in ids]
+    except BaseExceptionGroup as failed:
+        raise failed.exceptions[0] from None
+    page = [summary for summary in (task.result() for task in tasks) if summary is not None]
     return page, None if next_token is None else encode_cursor(prefix, next_token)

@@ -223,3 +223,24 @@ async def test_a_delete_that_runs_out_of_time_is_retryable_and_the_same_call_fin
         pytest.fail("the delete never finished")
     with pytest.raises(openai.NotFoundError):
         await client.conversations.delete(conv.id)
+
+
+async def test_with_the_ready_authorizer_a_caller_creates_conversations_under_its_prefix(
+    client: AsyncOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("THREAD_AUTHORIZER", "functions_adapter.authorizers:thread_prefix_of_principal")
+    monkeypatch.setenv("THREAD_PRINCIPAL_HEADER", "x-caller")
+    alice: dict[str, Any] = {"extra_headers": {"x-caller": "alice"}}
+    with pytest.raises(openai.PermissionDeniedError):
+        await client.conversations.create(**alice)  # conv_...: nobody's prefix
+    conv = await client.conversations.create(extra_body={"id_prefix": "alice."}, metadata={"k": "v"}, **alice)
+    assert conv.id.startswith("alice.conv_") and conv.created_at > 1_700_000_000
+    assert (await client.conversations.retrieve(conv.id, **alice)).created_at == conv.created_at
+    with pytest.raises(openai.PermissionDeniedError):
+        await client.conversations.create(extra_body={"id_prefix": "bob."}, **alice)
+    with pytest.raises(openai.PermissionDeniedError):
+        await client.conversations.retrieve(conv.id, extra_headers={"x-caller": "bob"})
+    for bad in ("../", ".a.", "a", "a" * 70 + ".", 5):
+        with pytest.raises(openai.BadRequestError) as raised:
+            await client.conversations.create(extra_body={"id_prefix": bad}, **alice)
+        assert raised.value.body["param"] == "id_prefix"  # type: ignore[index]
