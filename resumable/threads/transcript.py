@@ -106,12 +106,16 @@ async def messages_page(
     if head.checkpoint_id is None or head.deleting:
         raise ThreadNotFound(f"Thread '{thread_id}' has no turns yet.")
     start = _after(after)
+    cursor: str | None = head.checkpoint_id
     if start is not None:
         info = await _info(store, start[0])
         if info is None or info.thread_id != thread_id:
             raise _not_ours()
+        # After a turn's first message, the page starts at the turn before: its checkpoint is
+        # not read for nothing.
+        cursor = info.previous_checkpoint_id if start[1] == 0 else start[0]
     if newest_first:
-        return await _newest_first(store, head.checkpoint_id if start is None else start[0], start, limit)
+        return await _newest_first(store, cursor, start, limit)
     return await _oldest_first(store, head.checkpoint_id, thread_id, start, limit)
 
 

@@ -18,6 +18,7 @@ import pytest
 from openai import AsyncOpenAI
 
 from devtools.function_host import FunctionHost
+from devtools.op_counter import OperationCounter
 from functions_adapter import wiring
 
 
@@ -244,3 +245,30 @@ async def test_with_the_ready_authorizer_a_caller_creates_conversations_under_it
         with pytest.raises(openai.BadRequestError) as raised:
             await client.conversations.create(extra_body={"id_prefix": bad}, **alice)
         assert raised.value.body["param"] == "id_prefix"  # type: ignore[index]
+
+
+async def test_an_items_page_costs_reads_bounded_by_the_page_and_a_turn_costs_what_it_did(
+    client: AsyncOpenAI, monkeypatch: pytest.MonkeyPatch, ops: OperationCounter
+) -> None:
+    monkeypatch.setenv("CHECKPOINT_CACHE_BYTES", "0")  # a cold instance: every checkpoint is read
+    conv = await client.conversations.create()
+    await _say(client, "warm-up", "hi")  # the container and clients exist
+    for n in range(10):
+        ops.reset()
+        await client.responses.create(input=f"m{n}", conversation=conv.id, store=False)
+        # pointer read, head read (none on the first turn), checkpoint write, pointer write;
+        # plus the authorizer-free gate's nothing and the conversation's metadata record: no read
+        assert ops.total == (3 if n == 0 else 4), ops.log
+    ops.reset()
+    page = await client.conversations.items.list(conv.id, limit=4)
+    # metadata and pointer (does the conversation exist), pointer again, then one checkpoint a turn
+    # for 2 turns, and a third to know whether more follow
+    assert len(page.data) == 4 and page.has_more
+    assert ops.total == 2 + 1 + 3, ops.log
+    ops.reset()
+    page = await client.conversations.items.list(conv.id, limit=4, after=page.last_id)
+    # the same, and the metadata of the item's checkpoint (whose thread it is; its parent)
+    assert ops.total == 2 + 1 + 1 + 3, ops.log
+    ops.reset()
+    page = await client.conversations.items.list(conv.id, limit=4, order="asc")
+    assert ops.total == 2 + 1 + 10 + 3, ops.log  # the lineage's metadata, then the page's turns
