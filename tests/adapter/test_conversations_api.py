@@ -250,7 +250,7 @@ async def test_with_the_ready_authorizer_a_caller_creates_conversations_under_it
 async def test_an_items_page_costs_reads_bounded_by_the_page_and_a_turn_costs_what_it_did(
     client: AsyncOpenAI, monkeypatch: pytest.MonkeyPatch, ops: OperationCounter
 ) -> None:
-    monkeypatch.setenv("CHECKPOINT_CACHE_BYTES", "0")  # a cold instance: every checkpoint is read
+    monkeypatch.setenv("CHECKPOINT_CACHE_BYTES", "0")  # a cold instance: every turn reads its head
     conv = await client.conversations.create()
     await _say(client, "warm-up", "hi")  # the container and clients exist
     for n in range(10):
