@@ -18,12 +18,21 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from resumable.base.errors import Forbidden
+from starlette.requests import HTTPConnection
 
+from resumable.base.errors import Forbidden
+from resumable.threads.pointers import ThreadHead
+
+from .authorizers import principal_of
 from .settings import SettingsError
+from .thread_names import origin_for
 
 logger = logging.getLogger(__name__)
 PRINCIPAL_HEADERS = ("x-ms-client-principal", "x-ms-client-principal-id", "x-ms-client-principal-name")
+# Set in the ASGI scope by an adapter's in-process turn (``webhooks.common.start_turn``): a
+# client can send headers, never scope keys, so only the app's own code names this origin.
+ADAPTER_ORIGIN = "resumable.adapter_origin"
+API_ORIGIN = "api"
 
 
 def easy_auth_enabled(env: Mapping[str, str] | None = None) -> bool:
@@ -31,12 +40,30 @@ def easy_auth_enabled(env: Mapping[str, str] | None = None) -> bool:
 
 
 def trusted_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """The request's headers, lower-cased, without principal headers Easy Auth did not set."""
+    """The request's headers, lower-cased, without principal headers Easy Auth did not set.
+
+    Principal headers (Easy Auth's, and a gateway's ``THREAD_PRINCIPAL_HEADER``) carry a
+    name as UTF-8 bytes, which ASGI hands over as Latin-1 characters: they are read back as
+    UTF-8 here, so ``Zoë 李`` is seen as sent.
+    """
     lowered = {k.lower(): v for k, v in headers.items()}
     if not easy_auth_enabled():
         for name in PRINCIPAL_HEADERS:
             lowered.pop(name, None)
+    gateway = os.environ.get("THREAD_PRINCIPAL_HEADER", "").strip().lower()
+    for name in (*PRINCIPAL_HEADERS, gateway):
+        if name in lowered:
+            lowered[name] = _utf8(lowered[name])
     return lowered
+
+
+def _utf8(value: str) -> str:
+    """``value``'s Latin-1 characters read back as the UTF-8 bytes they were; as it is if
+    they were no UTF-8."""
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return value
 
 
 @lru_cache(maxsize=8)
@@ -63,3 +90,32 @@ async def authorize(
     if verdict is not True:
         logger.info("Thread authorizer refused %s on thread %s", route, thread_id)
         raise Forbidden("You may not use this thread.")
+
+
+def origin_of(request: HTTPConnection) -> str:
+    """Who sends this request, as its thread records it (see docs/security.md, "Ownership").
+
+    An adapter's in-process turn: the origin the adapter named (``slack:<team>:<channel>``,
+    ``github:<repository id>``). Otherwise the caller's principal, as the ready authorizer
+    reads it (``THREAD_PRINCIPAL_HEADER``, or Easy Auth's), as ``principal:<id>``; without
+    one, ``api``: every function-key caller is one origin.
+    """
+    adapter = request.scope.get(ADAPTER_ORIGIN)
+    if isinstance(adapter, str):
+        return adapter
+    principal = principal_of(trusted_headers(request.headers))
+    return API_ORIGIN if not principal else origin_for("principal", principal)
+
+
+def check_owner(head: ThreadHead, origin: str) -> None:
+    """``Forbidden`` unless ``origin`` made the thread (a pointer without one: anyone)."""
+    if head.origin is not None and head.origin != origin:
+        logger.info("Refused a caller of another origin on thread %s", head.thread_id)
+        raise Forbidden("You may not use this thread.")
+
+
+def check_run_origin(run_origin: str | None, request: HTTPConnection) -> None:
+    """``Forbidden`` unless this request's caller started the run (a run recorded without
+    an origin, from before origins: anyone)."""
+    if run_origin is not None and run_origin != origin_of(request):
+        raise Forbidden("You may not use this run.")

@@ -32,8 +32,9 @@ import json
 import os
 from collections.abc import Mapping
 
+from .thread_names import escape
+
 OBJECT_ID_CLAIM = "http://schemas.microsoft.com/identity/claims/objectidentifier"
-_KEPT = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
 
 
 def principal_of(headers: Mapping[str, str]) -> str | None:
@@ -63,10 +64,7 @@ def thread_prefix_of_principal(
 
 def thread_prefix(principal: str) -> str:
     """The start of every thread ID ``principal`` owns, and of no other principal's."""
-    encoded = "".join(
-        ch if ch in _KEPT else "".join(f"_{byte:02x}" for byte in ch.encode("utf-8", "surrogatepass"))
-        for ch in principal
-    )
+    encoded = escape(principal)
     if not encoded[:1].isalnum():
         encoded = "0_" + encoded
     return encoded + "."

@@ -24,6 +24,7 @@ from resumable.core.event_pump import IdleTick
 from resumable.storage.record_store import Stored
 
 from . import callbacks, thread_api
+from .authorization import check_run_origin
 from .background_submit import run_control, submit
 from .headers import last_event_id as _last_event_id
 from .headers import preferences
@@ -80,8 +81,10 @@ async def accept(request: Request, body: bytes, turn: Turn, *, settings: Setting
 
 
 async def _authorized(request: Request, settings: Settings, route: str, run_id: str) -> Stored[RunRecord]:
-    """The run's record, once the thread authorizer allowed this caller its thread."""
+    """The run's record, once the thread authorizer allowed this caller its thread; a run
+    of another origin (``authorization.origin_of``) is 403, as its thread is."""
     found = await run_control(settings).get(run_id)
+    check_run_origin(found.value.origin, request)
     if found.value.thread_id is not None:
         await thread_api.gate(request, settings, route, found.value.thread_id)
     return found

@@ -61,6 +61,7 @@ async def submit(
             checkpoint_id=turn.request.checkpoint_id,
             dedupe=None if dedupe is None else Dedupe(dedupe.key, dedupe.kind),
             trace=carrier,
+            origin=turn.request.origin,
         ),
         validate=lambda: turn.runner.validate(turn.request),
         callback=lambda: _check_callback(turn.request.callback_url or settings.callback_url, settings),

@@ -37,7 +37,14 @@ def parse_record(settings: Settings) -> Any:
 
     def parse(record: RunRecord) -> Turn:
         service = build_service(settings)
-        return build_turn(settings, service, record.body, thread_id=record.thread_id, background_run_id=record.run_id)
+        return build_turn(
+            settings,
+            service,
+            record.body,
+            thread_id=record.thread_id,
+            background_run_id=record.run_id,
+            origin=record.origin,
+        )
 
     return parse
 

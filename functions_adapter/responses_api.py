@@ -33,6 +33,7 @@ from resumable.storage.failures import storage_unavailable_on_failure
 from resumable.storage.record_store import DELETE, Stored
 
 from . import background_submit, keyed_call, thread_api
+from .authorization import check_run_origin, origin_of
 from .keyed_call import DedupeKey
 from .openai_events import ResponseEvents, logged_run, run_frames
 from .openai_objects import (
@@ -101,7 +102,8 @@ async def _create(request: Request) -> Response:
         await thread_api.gate(request, settings, "responses", parsed.conversation)
     runs_body = parsed.runs_body(await _continued_from(request, settings, parsed))
     service = build_service(settings)
-    turn = build_turn(settings, service, runs_body, thread_id=parsed.conversation)
+    origin = origin_of(request)
+    turn = build_turn(settings, service, runs_body, thread_id=parsed.conversation, origin=origin)
     dedupe = keyed_call.dedupe_key(request, settings, always_key=True)
     create = _Create(request, settings, parsed, service, turn, body, runs_body, dedupe)
     return await (_accept(create) if parsed.background else _respond(create))
@@ -124,6 +126,7 @@ async def _continued_from(request: Request, settings: Settings, parsed: CreateRe
     if parsed.previous_run_id is None:
         return None
     record = (await _response(settings, parsed.previous_run_id, param="previous_response_id")).value
+    check_run_origin(record.origin, request)
     if record.thread_id is not None:
         await thread_api.gate(request, settings, "responses", record.thread_id)
     if not record.terminal:
@@ -165,6 +168,7 @@ async def _respond(create: _Create) -> Response:
         created_at=created_at,
         thread_id=turn.thread_id,
         checkpoint_id=turn.request.checkpoint_id,
+        origin=turn.request.origin,
     )
     pending = PendingRecord(RunRecords(container_for(settings)), record) if parsed.store else None
     commit = ResponseCommit(base, None if keyed is None else keyed.claim, pending, create.service.is_committed)
@@ -218,8 +222,10 @@ async def _response(settings: Settings, run_id: str, *, param: str | None = None
 
 
 async def _authorized(request: Request, settings: Settings, route: str, response_id: str) -> Stored[RunRecord]:
-    """The response's record, once the thread authorizer allowed this caller its conversation."""
+    """The response's record, once its origin (``check_run_origin``) and the thread
+    authorizer allowed this caller its conversation."""
     found = await _response(settings, run_id_of(response_id))
+    check_run_origin(found.value.origin, request)
     if found.value.thread_id is not None:
         await thread_api.gate(request, settings, route, found.value.thread_id)
     return found

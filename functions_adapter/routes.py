@@ -25,6 +25,7 @@ from resumable.core.runs import Runner, RunRequest
 
 from . import keyed_call, thread_api
 from . import signatures as webhook_signature
+from .authorization import origin_of
 from .headers import preferences
 from .params import capped_number
 from .request_trace import traced
@@ -93,7 +94,8 @@ async def _post_run(request: Request, *, thread_id: str | None) -> Response:
     if thread_id is not None:
         await thread_api.gate(request, settings, "threads/{thread_id}/runs", thread_id)
     service = build_service(settings)
-    turn = build_turn(settings, service, body, thread_id=thread_id, accept=request.headers.get("accept"))
+    origin = origin_of(request)
+    turn = build_turn(settings, service, body, thread_id=thread_id, origin=origin, accept=request.headers.get("accept"))
     run_request, runner = turn.request, turn.runner
 
     dedupe = keyed_call.dedupe_key(request, settings)

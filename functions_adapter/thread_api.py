@@ -8,13 +8,14 @@ import re
 from fastapi import Request, Response
 
 from resumable.base import strict_json
-from resumable.base.errors import InvalidRequest, PreconditionFailed, ThreadNotFound
+from resumable.base.errors import CheckpointNotFound, InvalidRequest, PreconditionFailed, ThreadNotFound
 from resumable.base.ids import validate_id
+from resumable.core.runs import RunService
 from resumable.threads.admin import MAX_PAGE, ThreadMetadata, history
 from resumable.threads.delete import delete_thread
-from resumable.threads.pointers import live_head
+from resumable.threads.pointers import ThreadHead, expired
 
-from .authorization import authorize
+from .authorization import ADAPTER_ORIGIN, authorize, check_owner, origin_of
 from .params import whole_number
 from .responses import json_response
 from .settings import Settings
@@ -28,9 +29,14 @@ _ETAG = re.compile(r'(W/)?"[\x21\x23-\x7e]*"')
 
 
 async def gate(request: Request, settings: Settings, route: str, thread_id: str) -> None:
-    """Validate the ID, then ask the authorizer (with the thread's metadata) before anything else."""
+    """Validate the ID, then ask the authorizer (with the thread's metadata) before anything else.
+
+    An adapter's in-process turn is not put to the authorizer: its sender's signature
+    authenticated it, and the thread's origin (its channel, its repository) confines it, so
+    no authorizer needs a rule for adapter threads, least of all one by name.
+    """
     validate_id(thread_id, kind="thread_id")
-    if settings.thread_authorizer:
+    if settings.thread_authorizer and ADAPTER_ORIGIN not in request.scope:
         metadata = await ThreadMetadata(container_for(settings)).get(thread_id)
         await authorize(
             settings.thread_authorizer,
@@ -41,13 +47,28 @@ async def gate(request: Request, settings: Settings, route: str, thread_id: str)
         )
 
 
+async def owned_head(request: Request, service: RunService, thread_id: str) -> ThreadHead:
+    """The thread's pointer, if the caller's origin made the thread (else 403 ``forbidden``,
+    before anything of the thread is read or changed). Names decide nothing here: a thread
+    called ``slack.*`` is a Slack channel's only if that channel's turn created it."""
+    head = await service.pointers.read(thread_id)
+    check_owner(head, origin_of(request))
+    return head
+
+
 async def get_thread(request: Request, thread_id: str) -> Response:
     """The pointer, its recent lineage and the metadata (with its ETag)."""
     settings = load_settings()
     await gate(request, settings, "threads/{thread_id}", thread_id)
     service = build_service(settings)
+    owned = await owned_head(request, service, thread_id)
     metadata = await ThreadMetadata(container_for(settings)).get(thread_id)
-    head = await live_head(service.pointers, service.store, thread_id)
+    head = None if owned.checkpoint_id is None else owned  # None: no turns yet
+    if head is not None:
+        try:  # retention may have removed the head: the thread expired
+            await service.store.get_info(str(head.checkpoint_id))
+        except CheckpointNotFound:
+            raise expired(thread_id) from None
     if head is None and metadata.etag is None:
         raise ThreadNotFound(f"Thread '{thread_id}' has no turns yet.")
     body = (
@@ -65,6 +86,7 @@ async def get_history(request: Request, thread_id: str) -> Response:
     await gate(request, settings, "threads/{thread_id}/history", thread_id)
     service = build_service(settings)
     limit = whole_number(request.query_params.get("limit"), "limit", low=1, high=MAX_PAGE, default=DEFAULT_PAGE)
+    await owned_head(request, service, thread_id)
     page, cursor = await history(
         service.pointers, service.store, thread_id, limit=limit, before=request.query_params.get("before")
     )
@@ -78,9 +100,9 @@ async def put_metadata(request: Request, thread_id: str, body: bytes) -> Respons
         values = strict_json.loads(body)
     except strict_json.StrictJsonError as exc:
         raise InvalidRequest(f"The body must be one JSON object: {exc}") from None
-    written = await ThreadMetadata(container_for(settings)).put(
-        thread_id, values, if_match=_if_match(request.headers.get("if-match"))
-    )
+    if_match = _if_match(request.headers.get("if-match"))
+    await owned_head(request, build_service(settings), thread_id)
+    written = await ThreadMetadata(container_for(settings)).put(thread_id, values, if_match=if_match)
     return json_response({"thread_id": thread_id, "metadata": written.values}, headers={"ETag": str(written.etag)})
 
 
@@ -104,6 +126,7 @@ async def delete(request: Request, thread_id: str) -> Response:
     settings = load_settings()
     await gate(request, settings, "threads/{thread_id}", thread_id)
     service = build_service(settings)
+    await owned_head(request, service, thread_id)
     done = await delete_thread(
         container_for(settings),
         service.pointers,

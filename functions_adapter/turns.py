@@ -30,6 +30,7 @@ def build_turn(
     body: bytes,
     *,
     thread_id: str | None,
+    origin: str | None,
     accept: str | None = None,
     background_run_id: str | None = None,
 ) -> Turn:
@@ -39,8 +40,12 @@ def build_turn(
     into the run's log; a thread turn waits its turn (``enqueue``) instead of failing on a
     busy thread, and a run without a thread saves under its run ID, so two attempts
     cannot both save.
+
+    ``origin``: who sends the turn (``authorization.origin_of``; a background run's record
+    keeps it). A thread records its first turn's origin and refuses turns of any other.
     """
     request = parse_run_request(body, accept=accept, limits=settings.limits, thread=thread_id is not None)
+    request = dataclasses.replace(request, origin=origin)
     if background_run_id is not None:
         request = dataclasses.replace(
             request,

@@ -7,9 +7,8 @@ import hmac
 import json
 import logging
 import os
-import re
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from fastapi import Request, Response
 from opentelemetry import propagate
@@ -18,18 +17,21 @@ from starlette.requests import Request as StarletteRequest
 from resumable.base.errors import InvalidRequest, ServerMisconfigured
 
 from .. import routes, signatures
+from ..authorization import ADAPTER_ORIGIN
 from ..settings import Settings
 from ..wiring import load_settings
 
 logger = logging.getLogger(__name__)
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 # What App Service leaves in a setting when it cannot read the Key Vault secret behind it.
 _KEY_VAULT_REFERENCE = "@Microsoft.KeyVault("
 
 
-def thread_id(*parts: object) -> str:
-    """Thread IDs are letters, digits, '-' and '_' here (dots and slashes become '-')."""
-    return "-".join(_UNSAFE.sub("-", str(part)).strip("-") for part in parts)[:128]
+class Delivery(NamedTuple):
+    """What a sender's delivery asks for: a turn on ``thread`` with ``text``, by ``origin``."""
+
+    thread: str
+    text: str
+    origin: str
 
 
 def secrets(setting: str) -> list[str]:
@@ -71,11 +73,14 @@ def parsed(body: bytes) -> dict[str, Any]:
     return data
 
 
-async def start_turn(thread: str, text: str, key: str) -> Response:
+async def start_turn(delivery: Delivery, key: str) -> Response:
     """Call the app's thread route in-process: a background turn with a callback, keyed by
-    the sender's delivery ID, so the sender's retry replays the first answer."""
+    the sender's delivery ID, so the sender's retry replays the first answer. The turn
+    carries the delivery's origin in its ASGI scope (``authorization.ADAPTER_ORIGIN``),
+    where no client can put one."""
     settings = load_settings()
-    body: dict[str, Any] = {"messages": text or "(empty message)", "background": True}
+    thread = delivery.thread
+    body: dict[str, Any] = {"messages": delivery.text or "(empty message)", "background": True}
     answer_url = os.environ.get("ADAPTER_ANSWER_URL", "").strip()
     if answer_url:
         body["callback_url"] = answer_url
@@ -91,6 +96,7 @@ async def start_turn(thread: str, text: str, key: str) -> Response:
         "path": f"/api/threads/{thread}/runs",
         "headers": [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()],
         "query_string": b"",
+        ADAPTER_ORIGIN: delivery.origin,
     }
     sent = False
 

@@ -1,8 +1,9 @@
 """``POST /api/adapters/github``: an issue comment becomes a background turn on its issue's thread.
 
 Registered when ``GITHUB_WEBHOOK_SECRET`` is set. A new comment (``issue_comment``, action
-``created``) becomes a turn on ``github-<owner>-<repo>-<issue number>``, keyed by
-``X-GitHub-Delivery`` (refused without one); every other event, ``ping`` included, is 204.
+``created``) by a person becomes a turn on ``github.<owner>.<repo>.<issue number>``, keyed
+by ``X-GitHub-Delivery`` (refused without one); a comment by a bot or through a GitHub App,
+and every other event, ``ping`` included, is 204.
 GitHub signs the body only: no timestamp, and not that header. A captured delivery
 therefore verifies forever; sent again as it was, within the dedupe window, it replays the
 first 202, but with a new delivery ID it is a new turn. The signature (over the body) and
@@ -23,20 +24,44 @@ from azurefunctions.extensions.http.fastapi import Request, Response
 from resumable.base.errors import InvalidRequest
 
 from ..request_trace import traced
-from .common import parsed, start_turn, thread_id, verified_body
+from ..thread_names import derived_thread_id, origin_for
+from .common import Delivery, parsed, start_turn, verified_body
 
 bp = func.Blueprint()
 
 
-def github_turn(event: dict[str, Any]) -> tuple[str, str] | None:
-    """A new issue comment as (thread ID, message), or None for anything else."""
+def github_turn(event: dict[str, Any]) -> Delivery | None:
+    """A new issue comment as a turn on its issue's thread, or None for anything else.
+
+    The thread is ``github.<owner>.<repo>.<issue>`` (``thread_names``: injective, so
+    ``a-b/c#1`` and ``a/b-c#1`` are two threads); the origin is the repository's ID.
+    """
     if event.get("action") != "created" or "comment" not in event or "issue" not in event:
         return None
+    if _by_a_bot(event):
+        return None
     try:
-        repository = event["repository"]["full_name"]
-        return thread_id("github", repository, event["issue"]["number"]), str(event["comment"]["body"])
+        repository, number = event["repository"], event["issue"]["number"]
+        owner, slash, name = str(repository["full_name"]).partition("/")
+        repository_id, text = repository["id"], str(event["comment"]["body"])
     except (KeyError, TypeError):
         raise InvalidRequest("An issue_comment delivery needs repository, issue and comment.") from None
+    if not slash or type(number) is not int or type(repository_id) is not int:
+        raise InvalidRequest("An issue_comment delivery needs repository.full_name, repository.id and issue.number.")
+    return Delivery(derived_thread_id("github", owner, name, number), text, origin_for("github", repository_id))
+
+
+def _by_a_bot(event: dict[str, Any]) -> bool:
+    """A comment by a bot account or made through a GitHub App: never a turn. A receiver that
+    replies as a GitHub App (as documented) would otherwise answer its own replies forever."""
+    comment, sender = event.get("comment"), event.get("sender")
+    comment = comment if isinstance(comment, dict) else {}
+    user = comment.get("user") if isinstance(comment.get("user"), dict) else {}
+    return (
+        comment.get("performed_via_github_app") is not None
+        or user.get("type") == "Bot"
+        or (isinstance(sender, dict) and sender.get("type") == "Bot")
+    )
 
 
 async def _deliver(req: Request) -> Response:
@@ -50,7 +75,7 @@ async def _deliver(req: Request) -> Response:
     if not delivery:  # the only thing a replay is recognised by
         raise InvalidRequest("A GitHub delivery must carry X-GitHub-Delivery.")
     # 202 at once (the turn runs from the queue), well inside GitHub's 10 s.
-    return await start_turn(*turn, key=delivery)
+    return await start_turn(turn, key=delivery)
 
 
 @bp.route(route="adapters/github", methods=["POST"], auth_level=func.AuthLevel.ANONYMOUS)

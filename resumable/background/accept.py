@@ -83,6 +83,8 @@ class AcceptRequest:
     checkpoint_id: str | None
     dedupe: Dedupe | None = None
     trace: Mapping[str, str] = field(default_factory=dict)
+    # The caller's origin (``RunRequest.origin``), kept in the run record for its execution.
+    origin: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,4 +281,5 @@ def _record(
         checkpoint_id=request.checkpoint_id,
         trace=dict(request.trace),
         callback_url=None if callback is None else callback.url,
+        origin=request.origin,
     )

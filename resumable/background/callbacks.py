@@ -85,6 +85,9 @@ class RetryPolicy:
 def payload(run: FinishedRun) -> bytes:
     body: dict[str, Any] = {"type": "run.completed", "run_id": run.run_id, "status": run.status}
     body["thread_id"] = run.thread_id
+    # Who started the run: a receiver acting for a sender (commenting on a GitHub issue, say)
+    # checks it, since a thread's name alone is any caller's choice.
+    body["origin"] = run.origin
     if run.status == rr.SUCCEEDED:
         body["result"] = run.result
     else:

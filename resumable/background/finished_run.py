@@ -29,6 +29,8 @@ class FinishedRun(Protocol):
     @property
     def callback_url(self) -> str | None: ...
     @property
+    def origin(self) -> str | None: ...  # who started the run (``RunRequest.origin``)
+    @property
     def result(self) -> Any: ...  # the synchronous 200 body (a succeeded run)
     @property
     def error(self) -> dict[str, Any] | None: ...  # a failed or cancelled run's
@@ -62,6 +64,10 @@ class RunRecordView:
     @property
     def callback_url(self) -> str | None:
         return self.record.callback_url
+
+    @property
+    def origin(self) -> str | None:
+        return self.record.origin
 
     @property
     def result(self) -> Any:

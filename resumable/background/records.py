@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable
 from azure.storage.blob.aio import ContainerClient
 
 from ..base.errors import RunRecordUnreadable
-from ..storage.blob_records import RecordConflict, RecordUnreadable
-from ..storage.record_store import UNREAD, Change, RecordContended, RecordStore, Stored
+from ..storage.blob_records import RecordConflict
+from ..storage.record_store import UNREAD, Change, RecordContended, RecordErrors, RecordStore, Stored
 from .schema import (
     CANCELLED,
     CANCELLED_ERROR,
@@ -60,24 +60,21 @@ def lease_left(stored: Stored[RunRecord]) -> float:
 Decide = Callable[[Stored["RunRecord"]], Awaitable["RunRecord | None"]]
 
 
+_ERRORS = RecordErrors(unreadable=lambda _name, _exc: RunRecordUnreadable("This run's record cannot be read."))
+
+
 class RunRecords:
     """Run records beside the checkpoints, in the same container."""
 
     def __init__(self, container: ContainerClient) -> None:
-        self._store: RecordStore[RunRecord] = RecordStore(container, PREFIX, RunRecord)
+        self._store: RecordStore[RunRecord] = RecordStore(container, PREFIX, RunRecord, _ERRORS)
 
     async def get(self, run_id: str) -> Stored[RunRecord] | None:
-        try:
-            return await self._store.get(run_id)
-        except RecordUnreadable as exc:
-            raise RunRecordUnreadable("This run's record cannot be read.") from exc
+        return await self._store.get(run_id)
 
     async def create(self, record: RunRecord) -> Stored[RunRecord]:
         """Create-only; ``RecordConflict`` when the run already exists."""
-        try:
-            return await self._store.create(record.run_id, record)
-        except RecordUnreadable as exc:
-            raise RunRecordUnreadable("This run's record cannot be read.") from exc
+        return await self._store.create(record.run_id, record)
 
     async def update(
         self, run_id: str, change: Change, *, current: Stored[RunRecord] | object | None = UNREAD
@@ -85,10 +82,7 @@ class RunRecords:
         """Apply ``change`` by compare-and-swap (see ``RecordStore.update``); the record after it.
 
         For changes that depend only on the record's value (a cancel, a commit intent)."""
-        try:
-            return await self._store.update(run_id, change, current=current)  # type: ignore[arg-type]
-        except RecordUnreadable as exc:
-            raise RunRecordUnreadable("This run's record cannot be read.") from exc
+        return await self._store.update(run_id, change, current=current)  # type: ignore[arg-type]
 
     async def decide(self, stored: Stored[RunRecord], decide: Decide, *, rounds: int = 3) -> Stored[RunRecord] | None:
         """Write what ``decide`` makes of the record exactly as read; the record afterwards.
@@ -110,8 +104,6 @@ class RunRecords:
                 if fresh is None:
                     return None
                 current = fresh
-            except RecordUnreadable as exc:
-                raise RunRecordUnreadable("This run's record cannot be read.") from exc
         return current
 
 

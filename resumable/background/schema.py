@@ -21,12 +21,11 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from ..storage import layout
+from ..storage.record_store import CLOCK_RESOLUTION  # noqa: F401 - imported from here by the background modules
 from .events import LoggedEvent
 
 PREFIX = layout.RUNS
 V1_LEASE_SECONDS = 60.0
-# Last-Modified and Date have whole seconds: an age read from them is this far off at most.
-CLOCK_RESOLUTION = 1.0
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
 TERMINAL = frozenset({SUCCEEDED, FAILED, CANCELLED})
 _STATUSES = frozenset({QUEUED, RUNNING}) | TERMINAL
@@ -149,6 +148,9 @@ class RunRecord:
     replayed: bool = False
     # The last attempt's events that its log did not get (see ``run_events``).
     tail: tuple[LoggedEvent, ...] = ()
+    # The accepted request's origin (``RunRequest.origin``): the run's turn carries it, so a
+    # thread refuses a run of another origin as it refuses a synchronous turn.
+    origin: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -207,6 +209,7 @@ class RunRecord:
             "callback_url": self.callback_url,
             "tail": [event.to_json() for event in self.tail],
             **({"replayed": True} if self.replayed else {}),
+            "origin": self.origin,
         }
 
     @classmethod
@@ -245,4 +248,5 @@ class RunRecord:
             callback_url=_text(callback_url, optional=True),
             tail=tuple(LoggedEvent.from_json(item) for item in tail),
             replayed=data.get("replayed") is True,
+            origin=_text(data.get("origin"), optional=True),
         )

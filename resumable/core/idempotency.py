@@ -33,13 +33,13 @@ from azure.storage.blob.aio import ContainerClient
 
 from ..base.errors import ClaimLost, IdempotencyRecordUnreadable, RequestInProgress, ResumeError
 from ..storage import layout
-from ..storage.blob_records import RecordUnreadable
-from ..storage.record_store import DELETE, RecordContended, RecordStore, Stored
+from ..storage.record_store import CLOCK_RESOLUTION, DELETE, RecordStore, Stored
 from .idempotency_record import (
     COMMITTING,
     COMPLETED,
     IDEMPOTENCY_KEY,
     IN_PROGRESS,
+    RECORD_ERRORS,
     WEBHOOK_ID,
     Claim,
     KeyRecord,
@@ -64,11 +64,19 @@ CommitCheck = Callable[[str, str | None], Awaitable[bool]]
 CheckpointMetadata = Callable[[str], Awaitable[object]]
 
 
+def _lapsed(stored: Stored[KeyRecord] | None) -> bool:
+    """Whether a claim went unrenewed for ``CLAIM_SECONDS``, on the storage service's clock
+    alone: each renewal rewrites the record, so its age (whole seconds) is the time since."""
+    age = None if stored is None else stored.age
+    return age is not None and age > CLAIM_SECONDS + CLOCK_RESOLUTION
+
+
 class _CheckCommit(Exception):
     """The record names a checkpoint: whether it was committed needs a storage read."""
 
-    def __init__(self, record: KeyRecord) -> None:
-        self.record = record
+    def __init__(self, stored: Stored[KeyRecord]) -> None:
+        self.stored = stored
+        self.record = stored.value
 
 
 class IdempotencyStore:
@@ -80,19 +88,13 @@ class IdempotencyStore:
         committed: CommitCheck,
         metadata: CheckpointMetadata | None = None,
     ) -> None:
-        self._records = RecordStore(container, PREFIX, KeyRecord)
+        self._records = RecordStore(container, PREFIX, KeyRecord, RECORD_ERRORS)
         self._ttl = ttl_seconds
         self._committed = committed
         self._metadata = metadata
 
     async def _update(self, name: str, change: Callable[..., object], **kwargs: object) -> Stored[KeyRecord] | None:
-        try:
-            return await self._records.update(name, change, **kwargs)  # type: ignore[arg-type]
-        except RecordUnreadable as exc:
-            logger.error("Idempotency record %s%s.json is unreadable: %s", PREFIX, name, exc)
-            raise IdempotencyRecordUnreadable("The record for this Idempotency-Key cannot be read.") from exc
-        except RecordContended:
-            raise RequestInProgress("The Idempotency-Key is contended; retry later.") from None
+        return await self._records.update(name, change, **kwargs)  # type: ignore[arg-type]
 
     async def _claim_or_replay(
         self, name: str, kind: str, wanted: KeyRecord, *, on_completed: Callable[[KeyRecord], None]
@@ -105,7 +107,8 @@ class IdempotencyStore:
         start: dict[str, object] = {"current": None}
         for _ in range(3):
 
-            def change(current: KeyRecord | None) -> KeyRecord | None:
+            def change(stored: Stored[KeyRecord] | None) -> KeyRecord | None:
+                current = None if stored is None else stored.value
                 now = time.time()
                 if current is None or (current.state == COMPLETED and now > float(current.expires_at or 0)):
                     return wanted
@@ -115,14 +118,14 @@ class IdempotencyStore:
                     on_completed(current)
                     return None
                 if current.checkpoint_id is not None and current.checkpoint_id not in verified:
-                    raise _CheckCommit(current)  # committing, or in progress on a planned checkpoint
-                if now - float(current.claimed_at or 0) > CLAIM_SECONDS:
+                    raise _CheckCommit(stored)  # committing, or in progress on a planned checkpoint
+                if _lapsed(stored):
                     # Its holder died without finishing; a planned checkpoint stays the key's.
                     return dataclasses.replace(wanted, checkpoint_id=wanted.checkpoint_id and current.checkpoint_id)
                 raise RequestInProgress("A request with this Idempotency-Key is still running; retry later.")
 
             try:
-                return await self._update(name, change, **start)
+                return await self._update(name, change, stored=True, **start)
             except _CheckCommit as pending:
                 start = {}
                 final = await self._outcome(pending.record)
@@ -131,7 +134,7 @@ class IdempotencyStore:
                     await self._finish(name, final)
                     on_completed(final)
                     return None
-                if time.time() - float(pending.record.claimed_at or 0) <= CLAIM_SECONDS:
+                if not _lapsed(pending.stored):
                     raise RequestInProgress(
                         "A request with this Idempotency-Key is still running; retry later."
                     ) from None
@@ -174,10 +177,7 @@ class IdempotencyStore:
     async def peek(self, key: str, request_fingerprint: str, *, kind: str) -> StoredResponse | None:
         """An earlier identical request's final response, or None; a reused key is refused.
         Writes nothing: an unfinished claim is judged by ``begin`` or ``accept_once``."""
-        try:
-            found = await self._records.get(record_name(key, kind))
-        except RecordUnreadable as exc:
-            raise IdempotencyRecordUnreadable("The record for this Idempotency-Key cannot be read.") from exc
+        found = await self._records.get(record_name(key, kind))
         if found is None:
             return None
         record = found.value

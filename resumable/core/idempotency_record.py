@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import logging
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -25,11 +26,15 @@ from ..base.errors import (
     IdempotencyKeyReused,
     IdempotencyRecordUnreadable,
     InvalidRequest,
+    RequestInProgress,
     ResumeError,
     WebhookIdReused,
 )
-from ..storage.record_store import Stored
+from ..storage import layout
+from ..storage.blob_records import RecordUnreadable
+from ..storage.record_store import RecordErrors, Stored
 
+logger = logging.getLogger(__name__)
 IN_PROGRESS, COMMITTING, COMPLETED = "in_progress", "committing", "completed"
 MAX_KEY_LENGTH = 255
 _NUMBER = (int, float)
@@ -211,3 +216,14 @@ def stored_response(record: KeyRecord) -> StoredResponse:
     if record.status is None or record.body is None:
         raise IdempotencyRecordUnreadable("The stored response for this Idempotency-Key cannot be read.")
     return StoredResponse(record.status, record.body, record.run_id, record.claimed_at)
+
+
+def _unreadable(name: str, exc: RecordUnreadable) -> IdempotencyRecordUnreadable:
+    logger.error("Idempotency record %s%s.json is unreadable: %s", layout.IDEMPOTENCY, name, exc)
+    return IdempotencyRecordUnreadable("The record for this Idempotency-Key cannot be read.")
+
+
+RECORD_ERRORS = RecordErrors(
+    unreadable=_unreadable,
+    contended=lambda _name, _exc: RequestInProgress("The Idempotency-Key is contended; retry later."),
+)

@@ -48,6 +48,9 @@ class RunRequest:
     fork_from: str | None = None
     # The turn started a new thread where an expired one was (reported as ``thread_created``).
     thread_created: bool = False
+    # Who sends the turn, as the adapter names it (``api``, ``principal:<id>``, ``slack:<team>``):
+    # a thread records its first turn's origin and refuses turns of any other (``Forbidden``).
+    origin: str | None = None
 
 
 class AfterSave(Protocol):
@@ -158,10 +161,12 @@ class RunService:
             return None
 
     async def is_committed(self, checkpoint_id: str, thread_id: str | None) -> bool:
-        """Whether a checkpoint was committed: saved, and for a thread turn, in its lineage.
+        """Whether a checkpoint was committed: saved, and for a thread turn, in its lineage
+        (the head, the recent list, or further back along the parent links).
 
-        A thread's lineage is time-ordered, so the walk back from the head stops at the
-        first checkpoint older than this one.
+        Decided by the links alone, never by timestamps (each written by its instance's own
+        clock): a lineage is a chain, so a walk that reaches the checkpoint's parent without
+        passing the checkpoint has found another child of that parent in its place.
         """
         try:
             target = await self.store.get_info(checkpoint_id)
@@ -172,19 +177,19 @@ class RunService:
         head = await self.pointers.read(thread_id)
         if checkpoint_id == head.checkpoint_id or checkpoint_id in head.recent:
             return True
+        if head.turns <= len(head.recent) or target.previous_checkpoint_id in head.recent:
+            return False  # the recent list is the whole lineage, or holds the parent's child
         return await self._older_lineage_holds(head.recent[-1] if head.recent else None, target)
 
     async def _older_lineage_holds(self, cursor: str | None, target: CheckpointInfo) -> bool:
         for _ in range(_LINEAGE_WALK_LIMIT):
-            if cursor is None:
+            if cursor is None or cursor == target.previous_checkpoint_id:
                 break
+            if cursor == target.checkpoint_id:
+                return True
             try:
                 info = await self.store.get_info(cursor)
             except CheckpointNotFound:
-                break
-            if info.checkpoint_id == target.checkpoint_id:
-                return True
-            if info.created_epoch < target.created_epoch:
                 break
             cursor = info.previous_checkpoint_id
         return False

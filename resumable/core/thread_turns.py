@@ -25,11 +25,13 @@ from typing import Any
 from ..base.errors import (
     CheckpointNotFound,
     CheckpointNotInThread,
+    Forbidden,
     ResumeError,
     ThreadBusy,
     ThreadExpired,
     ThreadUnreadable,
 )
+from ..storage.record_store import CLOCK_RESOLUTION
 from ..threads.pointers import ThreadHead, ThreadHeld, ThreadLocks, expired
 from .runs import CommitHook, Event, RunRequest, RunService
 
@@ -54,6 +56,16 @@ def _backoff(attempt: int) -> float:
     return random.uniform(0, min(_MAX_DELAY, _BASE_DELAY * 2**attempt))  # noqa: S311 - not cryptographic
 
 
+def _changed_during(now: ThreadHead, elapsed: float) -> bool:
+    """Whether the pointer's last change certainly came while this turn ran (``elapsed``
+    seconds), judged on the storage service's clock alone: the record's age, from its
+    Last-Modified to the Date of the read that found it, both in whole seconds. A change
+    that may have come before the turn began counts as before: the turn runs again on the
+    new head, as it would have without the cache, rather than answering 409."""
+    age = None if now.stored is None else now.stored.age
+    return age is not None and age + CLOCK_RESOLUTION <= elapsed
+
+
 @dataclass(frozen=True, slots=True)
 class _TurnCommit:
     """Commits a saved checkpoint as the thread's new head, by compare-and-swap.
@@ -66,6 +78,8 @@ class _TurnCommit:
     head: ThreadHead
     # The checkpoint the turn resumed from (a fork's ``from_checkpoint_id``, else the head).
     start: str | None
+    # The turn's origin: recorded if this turn creates the thread.
+    origin: str | None = None
 
     @property
     def thread_id(self) -> str:
@@ -84,7 +98,7 @@ class _TurnCommit:
 
     async def after_save(self, checkpoint_id: str) -> None:
         try:
-            await self.service.pointers.advance(self.head, checkpoint_id)
+            await self.service.pointers.advance(self.head, checkpoint_id, origin=self.origin)
         except (ThreadBusy, ThreadUnreadable):  # the pointer is not ours: nothing was committed
             try:
                 await self.service.store.delete(checkpoint_id)
@@ -125,6 +139,8 @@ class ThreadRunner:
         """The thread's head as read now, and the request aimed at its checkpoint (or, for a
         fork, at ``from_checkpoint_id``, which must be in the thread's lineage)."""
         head = await self.service.pointers.read(self.thread_id)
+        if not head.accepts(request.origin):
+            raise Forbidden("This thread belongs to another origin; nothing was run.")
         if head.deleting:
             raise ThreadBusy("This thread is being deleted; nothing was run.")
         start = head.checkpoint_id
@@ -202,7 +218,9 @@ class ThreadRunner:
                     head, turn = await self._at_head(request)
                     async with self._expired_if_gone(head):
                         return await self.service.run_to_json(
-                            turn, head=_TurnCommit(self.service, head, turn.checkpoint_id), before_commit=before_commit
+                            turn,
+                            head=_TurnCommit(self.service, head, turn.checkpoint_id, request.origin),
+                            before_commit=before_commit,
                         )
             except ThreadHeld:
                 raise
@@ -225,9 +243,11 @@ class ThreadRunner:
         head = self.service.pointers.cached(self.thread_id)
         if head is None or request.fork_from is not None or head.deleting or head.checkpoint_id is None:
             return None
-        started = time.time()
+        if not head.accepts(request.origin):
+            return None  # refused on the pointer as read now, not on a cached one
+        started = time.monotonic()
         turn = dataclasses.replace(request, checkpoint_id=head.checkpoint_id)
-        commit = _TurnCommit(self.service, head, head.checkpoint_id)
+        commit = _TurnCommit(self.service, head, head.checkpoint_id, request.origin)
         try:
             return await self.service.run_to_json(turn, head=commit, before_commit=before_commit)
         except CheckpointNotFound:
@@ -236,7 +256,8 @@ class ThreadRunner:
             now = self.service.pointers.cached(self.thread_id)  # as read after the failed swap
             # A pointer changed before this turn began: without the cache the turn would have
             # read it. A pointer gone (a thread deleted) could have gone at any time: a race.
-            if now is not None and now.etag is not None and now.etag != head.etag and (now.updated_at or 0.0) < started:
+            elapsed = time.monotonic() - started
+            if now is not None and now.etag is not None and now.etag != head.etag and not _changed_during(now, elapsed):
                 return None
             raise
 
@@ -263,7 +284,9 @@ class ThreadRunner:
             head, turn = await self._at_head(request)
             async with self._expired_if_gone(head):
                 events = await self.service.open_stream(
-                    turn, head=_TurnCommit(self.service, head, turn.checkpoint_id), before_commit=before_commit
+                    turn,
+                    head=_TurnCommit(self.service, head, turn.checkpoint_id, request.origin),
+                    before_commit=before_commit,
                 )
             if cleanup is not None:
                 cleanup.push_async_exit(local.pop_all())

@@ -17,13 +17,17 @@ and written through ``RecordStore.update(name, change)``, never by a loop of its
   fails as well, the outcome is unknown and ``StorageUnavailable`` propagates: a caller
   must never report such a write as lost.
 * A record of a newer ``VERSION``, or of the wrong shape, is ``RecordUnreadable``, never
-  "no record": each store decides what that means to its callers.
+  "no record": each store decides what that means to its callers, once, by giving the
+  store ``RecordErrors`` (what to raise instead), not by wrapping every call.
+* A change that refuses raises ``Refused``; the update fills in the record it refused
+  (``Refused.stored``), so the caller knows what won without reading it again.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Generic, Protocol, Self, TypeVar
 
@@ -36,12 +40,30 @@ from .blob_records import BlobRecords, RecordConflict, RecordUnreadable
 # even after this many later writes landed on top of it.
 KEPT_WRITES = 8
 DEFAULT_ATTEMPTS = 10
+# Last-Modified and Date have whole seconds: an age read from them is this far off at most.
+CLOCK_RESOLUTION = 1.0
 
 
 class RecordContended(ResumeError):
     """A record changed under every attempt to update it; nothing was written."""
 
     code = "record_contended"
+
+
+class Refused(Exception):
+    """Raised by a change to refuse; nothing is written. ``stored`` is then the record the
+    change was given (None: no record), filled in by ``RecordStore.update``."""
+
+    stored: Stored[Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordErrors:
+    """The one error mapping of a store: what its callers get instead of the record layer's
+    errors (None: that error as it is). Each gets the record's name and the error."""
+
+    unreadable: Callable[[str, RecordUnreadable], Exception] | None = None
+    contended: Callable[[str, RecordContended], Exception] | None = None
 
 
 class Schema(Protocol):
@@ -97,10 +119,27 @@ class Stored(Generic[T]):
 class RecordStore(Generic[T]):
     """Records of one type under one prefix of a container."""
 
-    def __init__(self, container: ContainerClient, prefix: str, schema: type[T]) -> None:
+    def __init__(
+        self, container: ContainerClient, prefix: str, schema: type[T], errors: RecordErrors | None = None
+    ) -> None:
         self._raw = BlobRecords(container, prefix)
         self._schema = schema
+        self._errors = errors or RecordErrors()
         self.prefix = prefix
+
+    @contextmanager
+    def _mapped(self, name: str) -> Iterator[None]:
+        """The store's error mapping, applied once at every public call."""
+        try:
+            yield
+        except RecordUnreadable as exc:
+            if self._errors.unreadable is None:
+                raise
+            raise self._errors.unreadable(name, exc) from exc
+        except RecordContended as exc:
+            if self._errors.contended is None:
+                raise
+            raise self._errors.contended(name, exc) from exc
 
     def _decode(self, data: dict[str, Any], etag: str, modified: float | None, seen: float | None) -> Stored[T]:
         version = data.get("version", 1)
@@ -120,7 +159,11 @@ class RecordStore(Generic[T]):
         return {"version": self._schema.VERSION, "writes": list(writes), **value.to_json()}
 
     async def get(self, name: str) -> Stored[T] | None:
-        """The record, None if there is none; ``RecordUnreadable`` if it is not ours to read."""
+        """The record, None if there is none; ``RecordUnreadable`` (mapped) if it is not ours."""
+        with self._mapped(name):
+            return await self._get(name)
+
+    async def _get(self, name: str) -> Stored[T] | None:
         record = await self._raw.get(name)
         return None if record is None else self._decode(record.data, record.etag, record.modified, record.seen)
 
@@ -144,23 +187,36 @@ class RecordStore(Generic[T]):
         *,
         current: Stored[T] | _Unread | None = UNREAD,
         attempts: int = DEFAULT_ATTEMPTS,
+        stored: bool = False,
     ) -> Stored[T] | None:
         """Apply ``change`` by compare-and-swap; the record as it is afterwards.
 
         ``current``: the record as this caller last read or wrote it (saves a read; a stale
         one costs a conflict and a re-read). ``UNREAD`` (the default) reads first.
+        ``stored``: ``change`` gets the record as read (``Stored``: its age on the service's
+        clock, for a decision that depends on how long ago the record last changed).
         Returns None when the record is absent afterwards (deleted, or never created).
         """
-        seen = await self.get(name) if isinstance(current, _Unread) else current
+        with self._mapped(name):
+            return await self._update(name, change, current, attempts, stored)
+
+    async def _update(
+        self, name: str, change: Change, current: Stored[T] | _Unread | None, attempts: int, stored: bool
+    ) -> Stored[T] | None:
+        seen = await self._get(name) if isinstance(current, _Unread) else current
         for _ in range(attempts):
-            new = change(None if seen is None else seen.value)
+            try:
+                new = change(seen if stored or seen is None else seen.value)
+            except Refused as refused:
+                refused.stored = seen
+                raise
             if new is None:
                 return seen
             token = uuid.uuid4().hex
             try:
                 return await self._write(name, seen, new, token)
             except (RecordConflict, StorageUnavailable) as exc:
-                after = await self.get(name)  # raises if storage is still out: outcome unknown
+                after = await self._get(name)  # raises if storage is still out: outcome unknown
                 if after is not None and token in after.writes:
                     return after  # the write landed; only its answer was lost
                 if isinstance(new, _Delete) and after is None:
@@ -198,4 +254,15 @@ def _same(a: Stored[Any] | None, b: Stored[Any] | None) -> bool:
     return (a is None and b is None) or (a is not None and b is not None and a.etag == b.etag)
 
 
-__all__ = ["DELETE", "UNREAD", "RecordContended", "RecordStore", "RecordUnreadable", "Schema", "Stored"]
+__all__ = [
+    "CLOCK_RESOLUTION",
+    "DELETE",
+    "UNREAD",
+    "RecordContended",
+    "RecordErrors",
+    "RecordStore",
+    "RecordUnreadable",
+    "Refused",
+    "Schema",
+    "Stored",
+]

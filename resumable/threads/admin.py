@@ -4,7 +4,8 @@
   N + 1 reads (the pointer, or nothing after a cursor, and one metadata read per entry),
   however long the thread is: the cursor names the next checkpoint to read.
 * ``ThreadMetadata``: a small JSON object per thread (``thread-meta/<id>.json``) with its
-  own ETag, so a metadata write never races a turn's pointer swap.
+  own ETag, so a metadata write never races a turn's pointer swap; a typed record on
+  ``RecordStore``, so a lost answer is never a 412.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import binascii
 import json
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from azure.storage.blob.aio import ContainerClient
 
@@ -23,7 +26,7 @@ from ..base.ids import validate_id
 from ..checkpoints.blob_store import BlobCheckpointStorage
 from ..checkpoints.info import CheckpointInfo
 from ..storage import layout
-from ..storage.blob_records import BlobRecords, Record, RecordConflict, RecordUnreadable
+from ..storage.record_store import UNREAD, RecordStore, RecordUnreadable, Stored
 from .pointers import ThreadPointers
 
 logger = logging.getLogger(__name__)
@@ -114,9 +117,39 @@ class Metadata:
     etag: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class MetadataRecord:
+    """``thread-meta/<id>.json``: version 1 (records from before ``RecordStore`` read as it)."""
+
+    VERSION: ClassVar[int] = 1
+    thread_id: str
+    values: Mapping[str, str]
+    updated_at: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"thread_id": self.thread_id, "values": dict(self.values), "updated_at": self.updated_at}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MetadataRecord:
+        values = data.get("values", {})
+        if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
+            raise TypeError("values")
+        updated_at = data.get("updated_at", 0.0)
+        if type(updated_at) not in (int, float):
+            raise TypeError("updated_at")
+        return cls(str(data.get("thread_id", "")), dict(values), float(updated_at))
+
+
+def _stale() -> PreconditionFailed:
+    return PreconditionFailed("The thread's metadata changed since that ETag; read it again.")
+
+
 class ThreadMetadata:
+    """Each write goes through ``RecordStore.update``: a write whose answer was lost counts
+    as written, and a write without ``If-Match`` applies on top of whatever won a race."""
+
     def __init__(self, container: ContainerClient) -> None:
-        self._records = BlobRecords(container, METADATA_PREFIX)
+        self._records: RecordStore[MetadataRecord] = RecordStore(container, METADATA_PREFIX, MetadataRecord)
 
     async def get(self, thread_id: str) -> Metadata:
         try:
@@ -124,29 +157,29 @@ class ThreadMetadata:
         except RecordUnreadable:
             logger.error("Thread metadata %s%s.json is unreadable", METADATA_PREFIX, thread_id)
             return Metadata({}, None)
-        return Metadata({}, None) if record is None else Metadata(dict(record.data.get("values", {})), record.etag)
+        return Metadata({}, None) if record is None else Metadata(dict(record.value.values), record.etag)
 
     async def put(self, thread_id: str, values: dict[str, str], *, if_match: str | None) -> Metadata:
-        """Replace the metadata; with ``if_match``, only if it still has that ETag (412 otherwise)."""
-        data = {"thread_id": thread_id, "values": validate_metadata(values), "updated_at": time.time()}
-        try:
-            if if_match is None:
-                current = await self._records.get(thread_id)
-                written: Record = (
-                    await self._records.create(thread_id, data)
-                    if current is None
-                    else await self._records.replace(thread_id, data, current.etag)
-                )
-            elif if_match == "*":
-                current = await self._records.get(thread_id)
-                if current is None:
-                    raise PreconditionFailed("The thread has no metadata to match 'If-Match: *'.")
-                written = await self._records.replace(thread_id, data, current.etag)
-            else:
-                written = await self._records.replace(thread_id, data, if_match)
-        except RecordConflict:
-            raise PreconditionFailed("The thread's metadata changed since that ETag; read it again.") from None
-        return Metadata(data["values"], written.etag)
+        """Replace the metadata: without ``if_match`` always (on top of any concurrent write);
+        with ``*`` if there is some; with an ETag only if it still has it (412 otherwise)."""
+        new = MetadataRecord(thread_id, validate_metadata(values), time.time())
+        calls = 0
+
+        def change(current: MetadataRecord | None) -> MetadataRecord:
+            nonlocal calls
+            calls += 1
+            if if_match == "*" and current is None:
+                raise PreconditionFailed("The thread has no metadata to match 'If-Match: *'.")
+            if if_match not in (None, "*") and calls > 1:
+                raise _stale()  # called again only after a write that did not land: the ETag is stale
+            return new
+
+        # With an ETag, the write is conditioned on it without reading first.
+        start = UNREAD if if_match in (None, "*") else Stored(new, str(if_match))
+        written = await self._records.update(thread_id, change, current=start)
+        if written is None:  # change never leaves the record as it is
+            raise _stale()
+        return Metadata(dict(written.value.values), written.etag)
 
     async def delete(self, thread_id: str) -> None:
         await self._records.delete(thread_id)

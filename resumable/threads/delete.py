@@ -20,7 +20,6 @@ pointer go.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -99,8 +98,7 @@ async def _tombstone(container: ContainerClient, pointers: ThreadPointers, head:
         if head.deleting:
             return head
         progress = DeleteProgress(found=has_metadata or head.etag is not None)
-        marked = ThreadHead(head.thread_id, None, 0, (), head.etag, time.time(), deleting=True, deletion=progress)
-        fenced = await pointers.fence(marked)
+        fenced = await pointers.update(lambda p, progress=progress: p.marked_deleting(progress), current=head)
         if fenced is not None:
             return fenced
         head = await pointers.read(head.thread_id)
@@ -110,7 +108,7 @@ async def _tombstone(container: ContainerClient, pointers: ThreadPointers, head:
 async def _record(pointers: ThreadPointers, head: ThreadHead, progress: DeleteProgress) -> ThreadHead | None:
     """Write the progress into the tombstone (CAS). If another call moved it first, go on
     from its position (pages are idempotent); None if the delete is no longer in progress."""
-    fenced = await pointers.fence(dataclasses.replace(head, deletion=progress, updated_at=time.time()))
+    fenced = await pointers.update(lambda p: p.with_progress(progress), current=head)
     if fenced is not None:
         return fenced
     current = await pointers.read(head.thread_id)

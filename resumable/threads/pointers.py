@@ -1,11 +1,14 @@
 """Threads: a named conversation whose head checkpoint moves by compare-and-swap.
 
 Webhook callers know a conversation ID, not our latest checkpoint ID. A thread is a
-pointer blob, ``threads/<thread_id>.json``, naming its head checkpoint. A turn reads
-the pointer (keeping its ETag), resumes from the head, saves the new checkpoint, and
-then replaces the pointer only if its ETag is unchanged. Two turns that raced from
-the same head cannot both advance it: the loser gets ``ThreadBusy`` and its
-checkpoint is deleted (best effort; ``sweep_orphans`` removes any left behind).
+pointer record, ``threads/<thread_id>.json`` (``pointer_record.Pointer``), naming its head
+checkpoint. A turn reads the pointer, resumes from the head, saves the new checkpoint,
+and then changes the pointer through ``RecordStore.update`` only if it is still the
+version the turn read. Two turns that raced from the same head cannot both advance it:
+the loser gets ``ThreadBusy`` and its checkpoint is deleted (best effort;
+``sweep_orphans`` removes any left behind). A write whose answer was lost is recognised
+by its write token even when other turns committed on top of it since: the turn was
+applied, and its checkpoint is in the lineage.
 
 A pointer that does not parse or has the wrong shape is ``ThreadUnreadable``, never
 an empty thread: treating it as new would restart the conversation and orphan its
@@ -16,41 +19,34 @@ is ``ThreadExpired``.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
-import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from azure.storage.blob.aio import ContainerClient
 
 from ..base import tracing
-from ..base.errors import (
-    CheckpointNotFound,
-    InvalidRequest,
-    StorageUnavailable,
-    ThreadBusy,
-    ThreadExpired,
-    ThreadUnreadable,
-)
+from ..base.errors import CheckpointNotFound, ThreadBusy, ThreadExpired, ThreadUnreadable
 from ..base.ids import validate_id
 from ..checkpoints.blob_store import BlobCheckpointStorage
 from ..checkpoints.cache import HeadCache
 from ..storage import layout
-from ..storage.blob_records import BlobRecords, RecordConflict, RecordUnreadable
-from .delete_progress import BadProgress, DeleteProgress
+from ..storage.record_store import DELETE, RecordErrors, RecordStore, Refused, Stored
+from .delete_progress import DeleteProgress
+from .pointer_record import LINEAGE_KEPT, MAX_ORIGIN_CHARS, Pointer, valid_origin
+
+__all__ = ["LINEAGE_KEPT", "MAX_ORIGIN_CHARS", "Pointer", "ThreadHead", "ThreadPointers", "valid_origin"]
 
 logger = logging.getLogger(__name__)
 
 PREFIX = layout.THREADS
-LINEAGE_KEPT = 10
 
 
 @dataclass(frozen=True, slots=True)
 class ThreadHead:
-    """The pointer as read, with the ETag a replacement must match (None: no pointer blob)."""
+    """The pointer as read, with the ETag its next write must match (None: no pointer)."""
 
     thread_id: str
     checkpoint_id: str | None
@@ -58,10 +54,32 @@ class ThreadHead:
     recent: tuple[str, ...]
     etag: str | None
     updated_at: float | None = None
-    # A delete is in progress (``thread_delete.delete_thread``): turns are refused until it
-    # ends, and ``deletion`` says where a repeat call goes on.
     deleting: bool = False
     deletion: DeleteProgress | None = None
+    origin: str | None = None
+    # The record as read or written (its ETag and write tokens): what an update starts from.
+    stored: Stored[Pointer] | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def of(cls, thread_id: str, stored: Stored[Pointer] | None) -> ThreadHead:
+        if stored is None:
+            return cls(thread_id, None, 0, (), None)
+        p = stored.value
+        fields = (p.checkpoint_id, p.turns, p.recent, stored.etag, p.updated_at, p.deleting, p.deletion, p.origin)
+        return cls(thread_id, *fields, stored)
+
+    def accepts(self, origin: str | None) -> bool:
+        """A thread with an origin takes turns of that origin only; one without (no pointer,
+        or a legacy pointer written before origins were recorded) takes any."""
+        return self.origin is None or self.origin == origin
+
+    @property
+    def pointer(self) -> Pointer:
+        """The record's value (an empty pointer where there is none)."""
+        if self.stored is not None:
+            return self.stored.value
+        fields = (self.checkpoint_id, self.turns, self.recent, self.updated_at, self.deleting, self.deletion)
+        return Pointer(self.thread_id, *fields, self.origin)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -70,13 +88,6 @@ class ThreadHead:
             "turns": self.turns,
             "recent_checkpoint_ids": list(self.recent),
         }
-
-    def record(self) -> dict[str, Any]:
-        """What the pointer blob holds."""
-        data = {**self.to_json(), "updated_at": self.updated_at if self.updated_at is not None else time.time()}
-        if not self.deleting:
-            return data
-        return {**data, "deleting": True, "deletion": (self.deletion or DeleteProgress(found=True)).to_json()}
 
 
 def blob_name(thread_id: str) -> str:
@@ -92,53 +103,20 @@ def _unreadable(thread_id: str, reason: str) -> ThreadUnreadable:
     )
 
 
-def _is_id(value: object) -> bool:
-    try:
-        validate_id(value)
-    except InvalidRequest:
-        return False
-    return True
+class _Moved(Refused):
+    """The pointer is no longer the version the update started from."""
 
 
-def parse_pointer(thread_id: str, data: object, etag: str) -> ThreadHead:
-    """Validate a pointer record as strictly as a checkpoint; ``ThreadUnreadable`` otherwise."""
-    if not isinstance(data, Mapping):
-        raise _unreadable(thread_id, "not a JSON object")
-    checkpoint_id = data.get("checkpoint_id")
-    turns = data.get("turns")
-    recent = data.get("recent_checkpoint_ids")
-    updated_at = data.get("updated_at")
-    if data.get("thread_id") != thread_id:
-        raise _unreadable(thread_id, "thread_id is missing or names another thread")
-    if checkpoint_id is not None and not _is_id(checkpoint_id):
-        raise _unreadable(thread_id, "checkpoint_id is not a checkpoint ID")
-    if type(turns) is not int or turns < 0 or (turns == 0) != (checkpoint_id is None):
-        raise _unreadable(thread_id, "turns is not a count that matches checkpoint_id")
-    if not isinstance(recent, list) or not all(_is_id(item) for item in recent):
-        raise _unreadable(thread_id, "recent_checkpoint_ids is not a list of checkpoint IDs")
-    if updated_at is not None and (type(updated_at) not in (int, float)):
-        raise _unreadable(thread_id, "updated_at is not a number")
-    deleting = data.get("deleting", False)
-    if type(deleting) is not bool:
-        raise _unreadable(thread_id, "deleting is not true or false")
-    deletion = None
-    if "deletion" in data:
-        if not deleting:
-            raise _unreadable(thread_id, "deletion progress on a pointer that is not deleting")
-        try:
-            deletion = DeleteProgress.parse(data["deletion"])
-        except BadProgress as exc:
-            raise _unreadable(thread_id, str(exc)) from None
-    elif deleting:  # a tombstone from before progress was kept: the delete starts over
-        deletion = DeleteProgress(found=True)
-    return ThreadHead(thread_id, checkpoint_id, turns, tuple(recent), etag, updated_at, deleting, deletion)
+# The pointer as it is -> the pointer to write (``DELETE``: remove it).
+PointerChange = Callable[[Pointer], Any]
+_ERRORS = RecordErrors(unreadable=lambda name, exc: _unreadable(name, str(exc)))
 
 
 class ThreadPointers:
     def __init__(self, container: ContainerClient, heads: HeadCache | None = None) -> None:
-        self._records = BlobRecords(container, PREFIX)
+        self._records: RecordStore[Pointer] = RecordStore(container, PREFIX, Pointer, _ERRORS)
         # The pointer as this process last read or wrote it: a JSON turn commits on it by
-        # compare-and-swap without reading first (``thread_runs``); None: always read.
+        # compare-and-swap without reading first (``thread_turns``); None: always read.
         self._heads = heads
         self._scope = container.url
 
@@ -146,75 +124,79 @@ class ThreadPointers:
         """The pointer as this process last read or wrote it, if recent; it may be stale."""
         return None if self._heads is None else self._heads.get(self._scope, thread_id)
 
-    def _seen(self, head: ThreadHead) -> ThreadHead:
+    def _seen(self, thread_id: str, stored: Stored[Pointer] | None) -> ThreadHead:
+        head = ThreadHead.of(thread_id, stored)
+        if stored is not None and stored.value.thread_id != thread_id:
+            raise _unreadable(thread_id, "thread_id names another thread")
         if self._heads is not None:
-            self._heads.put(self._scope, head.thread_id, head)
+            self._heads.put(self._scope, thread_id, head)
         return head
 
     async def read(self, thread_id: str) -> ThreadHead:
         """The pointer, an empty head if there is none, or ``ThreadUnreadable``."""
         validate_id(thread_id, kind="thread_id")
+        return self._seen(thread_id, await self._records.get(thread_id))
+
+    async def update(self, change: PointerChange, *, current: ThreadHead) -> ThreadHead | None:
+        """Apply ``change`` iff the pointer is still the version ``current`` was read as
+        (by compare-and-swap on its ETag); the pointer afterwards, or None if it moved
+        (nothing written; the pointer as it is now is what ``cached`` then gives).
+
+        A write whose answer was lost counts as written, even if other writes landed on
+        top of it since (``RecordStore``): the head returned is then the pointer as it is.
+        ``StorageUnavailable`` when the outcome cannot be known: never report that as lost.
+        """
+        thread_id = current.thread_id
+        calls = 0
+
+        def once(value: Pointer | None) -> Any:
+            nonlocal calls
+            calls += 1
+            if calls > 1:  # called again only after a write that did not land: it moved
+                raise _Moved()
+            return change(value if value is not None else Pointer(thread_id))
+
+        start = current.stored if current.etag is not None else None
+        if current.etag is not None and start is None:  # a head built by hand: read its version
+            start = await self._records.get(thread_id)
+            if start is None or start.etag != current.etag:
+                return None
         try:
-            record = await self._records.get(thread_id)
-        except RecordUnreadable as exc:
-            raise _unreadable(thread_id, str(exc)) from exc
-        if record is None:
-            return self._seen(ThreadHead(thread_id, None, 0, (), None))
-        return self._seen(parse_pointer(thread_id, record.data, record.etag))
+            written = await self._records.update(thread_id, once, current=start, attempts=2)
+        except _Moved as moved:
+            self._seen(thread_id, moved.stored)
+            return None
+        if written is None:
+            if self._heads is not None:
+                self._heads.forget(self._scope, thread_id)
+            return ThreadHead.of(thread_id, None)
+        return self._seen(thread_id, written)
 
-    async def advance(self, head: ThreadHead, checkpoint_id: str) -> ThreadHead:
-        """Point the thread at ``checkpoint_id`` iff it still points where ``head`` says."""
-        recent = (checkpoint_id, *head.recent)[:LINEAGE_KEPT]
-        moved = ThreadHead(head.thread_id, checkpoint_id, head.turns + 1, recent, head.etag, time.time())
-        try:
-            with tracing.phase("thread.advance", {"thread.id": head.thread_id, "checkpoint.id": checkpoint_id}):
-                etag = await self._write(head, moved.record())
-        except (RecordConflict, StorageUnavailable) as exc:
-            # The write may have landed with its answer lost (a timeout, or the SDK's own
-            # retry then meeting it). Look before reporting a failure, or the caller's
-            # retry would apply the turn a second time.
-            landed = await self._landed(head.thread_id, checkpoint_id)
-            if landed is not None:
-                return landed
-            if isinstance(exc, RecordConflict):
-                raise ThreadBusy("Another turn advanced this thread first; this turn was not applied.") from exc
-            raise
-        return self._seen(dataclasses.replace(moved, etag=etag))
+    async def advance(self, head: ThreadHead, checkpoint_id: str, *, origin: str | None = None) -> ThreadHead:
+        """``update`` moving the head to ``checkpoint_id`` (``ThreadBusy`` if it moved).
 
-    async def _write(self, head: ThreadHead, data: dict[str, Any]) -> str:
-        """Create the pointer (no ETag) or replace it (ETag); the new ETag, or ``RecordConflict``."""
-        if head.etag is None:
-            return (await self._records.create(head.thread_id, data)).etag
-        return (await self._records.replace(head.thread_id, data, head.etag)).etag
-
-    async def _landed(self, thread_id: str, checkpoint_id: str) -> ThreadHead | None:
-        """The head if it is ``checkpoint_id``, else None. If the head cannot be read,
-        ``StorageUnavailable`` propagates: the turn may have committed, so it must not be
-        reported as lost (which would delete what may now be the head)."""
-        current = await self.read(thread_id)
-        return current if current.checkpoint_id == checkpoint_id else None
+        ``origin`` is recorded only by a thread's first turn; it never changes after."""
+        with tracing.phase("thread.advance", {"thread.id": head.thread_id, "checkpoint.id": checkpoint_id}):
+            moved = await self.update(lambda p: p.advanced(checkpoint_id, origin), current=head)
+        if moved is None:
+            raise ThreadBusy("Another turn advanced this thread first; this turn was not applied.")
+        return moved
 
     async def fence(self, head: ThreadHead) -> ThreadHead | None:
-        """Rewrite the pointer as read (create it empty if there was none), changing its ETag.
+        """``update`` rewriting the pointer unchanged (creating it empty if there was none).
 
         Every turn that read the pointer before this then fails its compare-and-swap, so
         a checkpoint such a turn saved can never become reachable. An empty pointer reads
         as a thread with no turns, like no pointer at all. None if the pointer changed or
         appeared since ``head`` was read.
         """
-        try:
-            etag = await self._write(head, head.record())
-        except RecordConflict:
-            return None
-        return self._seen(dataclasses.replace(head, etag=etag))
+        return await self.update(lambda p: p, current=head)
 
     async def remove(self, head: ThreadHead) -> bool:
         """Delete the pointer iff it is still exactly ``head`` (its ETag); False otherwise."""
         if head.etag is None:
             return False
-        if self._heads is not None:
-            self._heads.forget(self._scope, head.thread_id)
-        return await self._records.delete(head.thread_id, head.etag)
+        return await self.update(lambda _p: DELETE, current=head) is not None
 
     async def forget_expired(self, head: ThreadHead) -> bool:
         """Drop a pointer whose head checkpoint is gone, so the thread ID can start afresh."""

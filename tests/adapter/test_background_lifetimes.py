@@ -253,7 +253,9 @@ async def test_a_thread_turn_that_loses_its_commit_runs_again_on_the_new_head(
     service = wiring.build_service(wiring.load_settings())
     other = ThreadRunner(service, "raced", ThreadLocks())
     elsewhere = json.loads(
-        await other.run_to_json(RunRequest(None, TurnInput(messages=[Message("user", ["elsewhere"])]), stream=False))
+        await other.run_to_json(
+            RunRequest(None, TurnInput(messages=[Message("user", ["elsewhere"])]), stream=False, origin="api")
+        )
     )
     recording_workflow.RELEASE.set()
     await asyncio.wait_for(delivery, 15)

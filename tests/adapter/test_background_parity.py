@@ -11,7 +11,7 @@ import pytest
 from devtools.function_host import FunctionHost
 from devtools.queue_runner import QueueRunner
 from functions_adapter import wiring
-from resumable.threads.pointers import ThreadHead
+from resumable.threads.delete_progress import DeleteProgress
 
 MODES = ["sync", "background"]
 
@@ -85,7 +85,7 @@ async def test_a_thread_being_deleted_refuses_turns(host: FunctionHost, queue_en
     await two_turns(host, "going")
     pointers = wiring.build_service(wiring.load_settings()).pointers
     head = await pointers.read("going")
-    fenced = await pointers.fence(ThreadHead("going", None, 0, (), head.etag, None, deleting=True))
+    fenced = await pointers.update(lambda p: p.marked_deleting(DeleteProgress(found=True)), current=head)
     assert fenced is not None
     status, body = await call(host, "/api/threads/going/runs", {"messages": "late"}, mode)
     assert (status, body["error"]["code"]) == (409, "thread_busy")

@@ -51,6 +51,7 @@ async def test_a_finished_run_is_pushed_signed_and_verifies_with_the_official_li
         "run_id": run_id,
         "status": "succeeded",
         "thread_id": None,
+        "origin": "api",
         "result": status["result"],
     }
     assert delivery.headers["webhook-id"] == f"msg_{run_id}"

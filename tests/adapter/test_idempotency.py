@@ -319,7 +319,8 @@ async def test_a_taken_over_claim_and_its_taker_never_both_commit(
     caller.set("original")
     first = asyncio.ensure_future(keyed(recording, "key-race", body))
     await asyncio.wait_for(recording_workflow.WAITING.wait(), timeout=10)
-    await asyncio.sleep(0.1)
+    # Past CLAIM_SECONDS on the storage clock, which has whole seconds: lapsed on every read.
+    await asyncio.sleep(2.1 + idempotency.CLAIM_SECONDS)
     recording_workflow.WAITING.clear()
     caller.set("taker")
     second = asyncio.ensure_future(keyed(recording, "key-race", body))
@@ -340,3 +341,46 @@ async def test_a_taken_over_claim_and_its_taker_never_both_commit(
     container = composition.build_service(Settings.from_env()).store.container
     saved = [b.name async for b in container.list_blobs(name_starts_with="checkpoints/")]
     assert saved == [f"checkpoints/{saves[0]}.json"]  # one commit between the two runs
+
+
+async def _claim_elsewhere(monkeypatch: pytest.MonkeyPatch, skew_seconds: float) -> tuple[object, object]:
+    """Another instance, its clock ``skew_seconds`` off, claims a key and keeps running."""
+    import time
+
+    from resumable.core.idempotency import Claim
+
+    settings = Settings.from_env()
+    service = composition.build_service(settings)
+    await service.store.ensure_container()
+    store = composition.idempotency_store(settings, service, ttl_seconds=3600)
+    real = time.time
+    with monkeypatch.context() as patch:
+        patch.setattr(time, "time", lambda: real() + skew_seconds)
+        held = await store.begin("key-skewed", "fingerprint")
+    assert isinstance(held, Claim)
+    return store, held
+
+
+async def test_a_live_claim_from_an_instance_with_a_slow_clock_is_not_taken_over(
+    storage_env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its ``claimed_at`` reads an hour old on this instance's clock; on the storage clock the
+    claim was written just now, so a retry is 409, not a second run beside the first."""
+    from resumable.base.errors import RequestInProgress
+
+    store, _ = await _claim_elsewhere(monkeypatch, -3600)
+    with pytest.raises(RequestInProgress):
+        await store.begin("key-skewed", "fingerprint")
+
+
+async def test_an_abandoned_claim_from_an_instance_with_a_fast_clock_is_taken_over(
+    storage_env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its ``claimed_at`` lies an hour ahead; once it lapsed on the storage clock (here at once:
+    every claim counts as lapsed) a retry takes it over instead of waiting out the skew."""
+    from resumable.core import idempotency
+
+    store, held = await _claim_elsewhere(monkeypatch, 3600)
+    monkeypatch.setattr(idempotency, "CLAIM_SECONDS", -2)
+    taken = await store.begin("key-skewed", "fingerprint")
+    assert isinstance(taken, idempotency.Claim) and taken.token != held.token

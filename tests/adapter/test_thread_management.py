@@ -18,7 +18,9 @@ from functions_adapter import wiring
 from functions_adapter.authorizers import thread_prefix
 from resumable.base.ids import validate_id
 from resumable.checkpoints import cache as checkpoint_cache
+from resumable.storage.blob_records import BlobRecords, RecordConflict
 from tests import recording_workflow
+from tests.adapter.test_webhook_adapters import fresh_app
 
 
 async def _turn(host: FunctionHost, thread: str, text: str, **extra: Any) -> tuple[int, dict[str, Any]]:
@@ -66,8 +68,9 @@ async def test_history_pages_through_250_turns_at_a_cost_proportional_to_the_pag
         response = await host.request("GET", "/api/threads/long/history", query=query)
         page = await response.json()
         entries = page["checkpoints"]
-        # One metadata read per entry, plus the pointer on the first page: never the whole thread.
-        assert ops.total == len(entries) + (1 if cursor is None else 0)
+        # One metadata read per entry, plus the pointer (whose origin is checked on every page;
+        # the first page reads it once more for its head): never the whole thread.
+        assert ops.total == len(entries) + 1 + (1 if cursor is None else 0)
         assert all(set(e) >= {"checkpoint_id", "previous_checkpoint_id", "timestamp", "status"} for e in entries)
         assert all("state" not in e for e in entries)
         seen += [e["checkpoint_id"] for e in entries]
@@ -206,6 +209,49 @@ async def test_metadata_with_etags_and_a_stale_write_is_412(host: FunctionHost) 
         assert (await host.request("PUT", "/api/threads/tagged/metadata", json_body=bad)).status == 400
 
 
+async def test_a_put_without_if_match_overwrites_even_when_eight_race(host: FunctionHost) -> None:
+    """No If-Match overwrites: a write landing between a PUT's read and its write is not a
+    412. Two app objects (functions hosts) on one Azurite, four PUTs each, all at once."""
+    hosts = [host, FunctionHost(fresh_app())]
+    bodies = [{"ticket": str(i)} for i in range(8)]
+    answers = await asyncio.gather(
+        *(hosts[i % 2].request("PUT", "/api/threads/raced/metadata", json_body=b) for i, b in enumerate(bodies))
+    )
+    statuses = [answer.status for answer in answers]
+    assert statuses == [200] * 8, [(a.status, await a.json()) for a in answers]
+    final = await (await host.request("GET", "/api/threads/raced")).json()
+    assert final["metadata"] in bodies
+
+
+@pytest.mark.parametrize("first", [True, False])
+async def test_a_put_whose_answer_was_lost_is_not_412(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch, first: bool
+) -> None:
+    """The write landed; the SDK's retry met it (409 on a create, 412 on a replace). The
+    record's write token tells that apart from another writer: 200, with the values stored."""
+    if not first:
+        assert (await host.request("PUT", "/api/threads/lost/metadata", json_body={"ticket": "1"})).status == 200
+    hit: list[str] = []
+    method = "create" if first else "replace"
+    original = getattr(BlobRecords, method)
+
+    async def landed_then_lost(self: BlobRecords, name: str, *args: Any) -> Any:
+        await original(self, name, *args)
+        if not hit and self._prefix == "thread-meta/":
+            hit.append(name)
+            raise RecordConflict(name)
+        return await original(self, name, *args)  # pragma: no cover - only the first is hit
+
+    with monkeypatch.context() as patch:
+        patch.setattr(BlobRecords, method, landed_then_lost)
+        response = await host.request("PUT", "/api/threads/lost/metadata", json_body={"ticket": "2"})
+    assert hit, "the fault must have hit"
+    assert response.status == 200, await response.json()
+    got = await host.request("GET", "/api/threads/lost")
+    assert (await got.json())["metadata"] == {"ticket": "2"}
+    assert got.headers["etag"] == response.headers["etag"]
+
+
 @pytest.mark.parametrize(
     ("if_match", "status"),
     [
@@ -231,8 +277,10 @@ async def test_if_match_is_one_etag_or_star_checked_before_storage(
     )
     code = {400: "invalid_request", 412: "precondition_failed"}[status]
     assert (response.status, (await response.json())["error"]["code"]) == (status, code)
-    # Refused in the adapter: storage never saw the header (a stale well-formed one is storage's call).
-    assert ops.total == (1 if if_match.startswith('"0x') else 0)
+    # Refused in the adapter: storage never saw the header (a stale well-formed one is storage's
+    # call: the pointer's read for the thread's origin, the conditional write, then one read
+    # that tells a stale ETag from a lost answer).
+    assert ops.total == (3 if if_match.startswith('"0x') else 0)
     assert (await (await host.request("GET", "/api/threads/tagged")).json())["metadata"] == {"ticket": "42"}
 
 
@@ -341,6 +389,37 @@ async def test_easy_auth_principals_are_trusted_only_when_easy_auth_is_on(
 
 
 SEEN: list[dict[str, Any]] = []
+
+
+def _wire(text: str) -> str:
+    """``text`` as a header value arrives from the wire: its UTF-8 bytes, which ASGI hands
+    over as Latin-1 characters."""
+    return text.encode("utf-8").decode("latin-1")
+
+
+async def test_a_non_ascii_principal_reaches_the_authorizer_as_sent(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("THREAD_AUTHORIZER", "functions_adapter.authorizers:thread_prefix_of_principal")
+    monkeypatch.setenv("THREAD_PRINCIPAL_HEADER", "x-caller")
+    mine = thread_prefix("Zo\u00eb \u674e") + "1"
+    assert mine == "Zo_c3_ab_20_e6_9d_8e.1"
+    headers = {"x-caller": _wire("Zo\u00eb \u674e")}
+    response = await host.request("POST", f"/api/threads/{mine}/runs", json_body={"messages": "hi"}, headers=headers)
+    assert response.status == 200, await response.body()
+    monkeypatch.delenv("THREAD_PRINCIPAL_HEADER")
+    monkeypatch.setenv("WEBSITE_AUTH_ENABLED", "True")
+    monkeypatch.setenv("THREAD_AUTHORIZER", "tests.adapter.test_thread_management:record_headers")
+    SEEN.clear()
+    name = {"X-MS-CLIENT-PRINCIPAL-NAME": _wire("Zo\u00eb \u674e"), "X-MS-CLIENT-PRINCIPAL-ID": "0f3c"}
+    await host.request("GET", "/api/threads/t-1", headers=name)
+    assert SEEN[0]["headers"]["x-ms-client-principal-name"] == "Zo\u00eb \u674e"
+
+
+def record_headers(*, route: str, thread_id: str, headers: Mapping[str, str], metadata: Mapping[str, str]) -> bool:
+    """A custom authorizer for the test: records the headers it was shown."""
+    SEEN.append({"headers": dict(headers)})
+    return True
 
 
 def support_only(*, route: str, thread_id: str, headers: Mapping[str, str], metadata: Mapping[str, str]) -> bool:

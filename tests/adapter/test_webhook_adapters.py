@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import azure.functions as func
 import pytest
@@ -23,6 +24,8 @@ from devtools.function_host import FunctionHost
 from devtools.queue_runner import QueueRunner
 from devtools.webhook_receiver import WebhookReceiver
 from functions_adapter.callbacks import signed_headers
+from functions_adapter.wiring import build_service, container_for, load_settings
+from resumable.background.records import RunRecords
 
 ROOT = Path(__file__).resolve().parents[2]
 GITHUB_SECRET = "github-webhook-secret-0123456789"
@@ -50,6 +53,11 @@ async def adapters(queue_env: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIter
     for name in ("WEBHOOK_SECRET", "WEBHOOK_SCHEME", "IDEMPOTENCY_HEADERS", "ADAPTER_ANSWER_URL"):
         monkeypatch.delenv(name, raising=False)
     yield FunctionHost(fresh_app())
+
+
+async def _turns(thread: str) -> int:
+    """The thread's turns, from its pointer (the thread routes answer only its origin)."""
+    return (await build_service(load_settings()).pointers.read(thread)).turns
 
 
 # -- registration ----------------------------------------------------------------------
@@ -114,8 +122,8 @@ def _comment(number: int = 1347, text: str = "Can you summarise this issue?") ->
     event = {
         "action": "created",
         "issue": {"number": number},
-        "comment": {"body": text},
-        "repository": {"full_name": "octo-org/hello.world"},
+        "comment": {"body": text, "user": {"login": "octocat", "type": "User"}},
+        "repository": {"full_name": "octo-org/hello.world", "id": 1296269},
     }
     return json.dumps(event).encode()
 
@@ -133,9 +141,11 @@ async def test_a_github_issue_comment_becomes_a_background_turn_with_a_callback(
         # GitHub's 10 s are met by answering before the turn runs: it is only queued.
         assert first.status == 202 and elapsed < 10
         accepted = await first.json()
-        assert accepted["status"] == "queued" and accepted["thread_id"] == "github-octo-org-hello-world-1347"
-        status = await adapters.request("GET", f"/api/runs/{accepted['run_id']}")
-        assert (await status.json())["status"] == "queued"
+        assert accepted["status"] == "queued" and accepted["thread_id"] == "github.octo-org.hello_2eworld.1347"
+        # The run is the repository's: the API's caller (another origin) may not see it.
+        assert (await adapters.request("GET", f"/api/runs/{accepted['run_id']}")).status == 403
+        record = await RunRecords(container_for(load_settings())).get(accepted["run_id"])
+        assert record is not None and record.value.status == "queued" and record.value.origin == "github:1296269"
         retry = await adapters.request("POST", "/api/adapters/github", body=body, headers=_github(body, "d-1"))
         assert retry.status == 202
         assert await first.body() == await retry.body()  # GitHub's redelivery replays
@@ -146,7 +156,8 @@ async def test_a_github_issue_comment_becomes_a_background_turn_with_a_callback(
         [delivery] = receiver.deliveries
         payload = delivery.json()
         assert delivery.verified and payload["status"] == "succeeded"
-        assert payload["thread_id"] == "github-octo-org-hello-world-1347"
+        assert payload["thread_id"] == "github.octo-org.hello_2eworld.1347"
+        assert payload["origin"] == "github:1296269"  # what a receiver commenting on GitHub checks
         assert "summarise this issue" in payload["result"]["messages"][0]["content"]
     finally:
         await receiver.stop()
@@ -185,6 +196,27 @@ async def test_github_pings_and_other_events_start_nothing(adapters: FunctionHos
     assert await QueueRunner(adapters).run_until_idle() == 0
 
 
+@pytest.mark.parametrize(
+    "author",
+    [
+        {"comment": {"user": {"login": "answer-bot[bot]", "type": "Bot"}}},
+        {"comment": {"user": {"login": "octocat", "type": "User"}, "performed_via_github_app": {"id": 1, "slug": "a"}}},
+        {"sender": {"login": "answer-bot[bot]", "type": "Bot"}},
+    ],
+    ids=["bot-user", "via-github-app", "bot-sender"],
+)
+async def test_comments_by_bots_and_github_apps_start_nothing(adapters: FunctionHost, author: dict[str, Any]) -> None:
+    # A receiver that replies as a GitHub App (the documented way) would otherwise have its
+    # own reply start the next turn, and so on forever.
+    event = json.loads(_comment())
+    for field, value in author.items():
+        event[field] = {**event.get(field, {}), **value}
+    body = json.dumps(event).encode()
+    answered = await adapters.request("POST", "/api/adapters/github", body=body, headers=_github(body, "bot-1"))
+    assert answered.status == 204
+    assert await QueueRunner(adapters).run_until_idle() == 0
+
+
 # -- Slack -------------------------------------------------------------------------------
 
 
@@ -201,7 +233,7 @@ MENTION = {
     "team_id": "T0001",
     "event": {"type": "app_mention", "channel": "C2147483705", "ts": "1355517523.000005", "text": "status?"},
 }
-SLACK_THREAD = "slack-T0001-C2147483705-1355517523-000005"
+SLACK_THREAD = "slack.T0001.C2147483705.1355517523_2e000005"
 
 
 async def test_slack_events_answer_within_the_deadline_and_replies_go_to_the_thread(adapters: FunctionHost) -> None:
@@ -217,18 +249,16 @@ async def test_slack_events_answer_within_the_deadline_and_replies_go_to_the_thr
     response = await adapters.request("POST", "/api/adapters/slack/events", body=body, headers=_slack(body))
     # Slack's 3 s are met by answering before the turn runs: it is only queued.
     assert response.status == 200 and time.monotonic() - started < 3
-    assert (await adapters.request("GET", f"/api/threads/{SLACK_THREAD}")).status == 404
+    assert await _turns(SLACK_THREAD) == 0
     await QueueRunner(adapters).run_until_idle()
-    thread = await (await adapters.request("GET", f"/api/threads/{SLACK_THREAD}")).json()
-    assert thread["turns"] == 1
+    assert await _turns(SLACK_THREAD) == 1
     # Slack's retry of the same event (X-Slack-Retry-Num) replays: still one turn.
     retried = await adapters.request(
         "POST", "/api/adapters/slack/events", body=body, headers={**_slack(body), "X-Slack-Retry-Num": "1"}
     )
     assert retried.status == 200
     await QueueRunner(adapters).run_until_idle()
-    again = await (await adapters.request("GET", f"/api/threads/{SLACK_THREAD}")).json()
-    assert again["turns"] == 1
+    assert await _turns(SLACK_THREAD) == 1
 
 
 async def test_slack_events_refuse_stale_or_forged_signatures_and_ignore_bots(adapters: FunctionHost) -> None:
@@ -245,38 +275,98 @@ async def test_slack_events_refuse_stale_or_forged_signatures_and_ignore_bots(ad
     assert await QueueRunner(adapters).run_until_idle() == 0
 
 
-async def test_the_answer_route_posts_the_reply_into_the_slack_thread(
-    adapters: FunctionHost, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    slack_api = WebhookReceiver(CALLBACK_SECRET, reply={"ok": True, "ts": "1355517524.000001"})
-    await slack_api.start()
-    monkeypatch.setenv("SLACK_API_URL", slack_api.url.rsplit("/hooks", 1)[0])
-    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
+@pytest.fixture
+async def slack_callback(adapters: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[bytes, str]]:
+    """A Slack mention run as a turn, and the completion callback the app sent for it (its
+    body and ``webhook-id``), caught on its way to the answer route."""
+    catcher = WebhookReceiver(CALLBACK_SECRET)
+    monkeypatch.setenv("ADAPTER_ANSWER_URL", await catcher.start())
     try:
-        payload = {
-            "type": "run.completed",
-            "run_id": "r1",
-            "status": "succeeded",
-            "thread_id": SLACK_THREAD,
-            "result": {"messages": [{"role": "assistant", "content": "All green."}]},
-        }
-        body = json.dumps(payload).encode()
-        posted = await adapters.request(
-            "POST", "/api/adapters/slack/answer", body=body, headers=signed_headers(CALLBACK_SECRET, "msg_r1", body)
-        )
-        assert posted.status == 200
-        [message] = slack_api.deliveries
-        assert message.json() == {"channel": "C2147483705", "thread_ts": "1355517523.000005", "text": "All green."}
-        assert message.headers["authorization"] == "Bearer xoxb-test"
-        unsigned = await adapters.request(
-            "POST", "/api/adapters/slack/answer", body=body, headers={"content-type": "application/json"}
-        )
-        assert unsigned.status == 401
+        body = json.dumps(MENTION).encode()
+        started = await adapters.request("POST", "/api/adapters/slack/events", body=body, headers=_slack(body))
+        assert started.status == 200
+        await QueueRunner(adapters).run_until_idle()
+        [delivery] = catcher.deliveries
+        assert delivery.json()["thread_id"] == SLACK_THREAD
+        yield delivery.body, delivery.headers["webhook-id"]
     finally:
-        await slack_api.stop()
+        await catcher.stop()
 
 
-def _answer(thread: str = SLACK_THREAD) -> tuple[bytes, dict[str, str]]:
+@pytest.fixture
+async def slack_api(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[WebhookReceiver]:
+    """A stand-in for Slack's Web API that posts (``"ok": true``)."""
+    api = WebhookReceiver(CALLBACK_SECRET, reply={"ok": True, "ts": "1355517524.000001"})
+    await api.start()
+    monkeypatch.setenv("SLACK_API_URL", api.url.rsplit("/hooks", 1)[0])
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
+    yield api
+    await api.stop()
+
+
+@pytest.fixture
+async def slack_refuses(slack_api: WebhookReceiver) -> WebhookReceiver:
+    """Slack's Web API refusing the post the way Slack does: HTTP 200 with ``"ok": false``."""
+    slack_api.reply = {"ok": False, "error": "not_in_channel"}
+    return slack_api
+
+
+async def _post_answer(adapters: FunctionHost, body: bytes, webhook_id: str) -> int:
+    headers = signed_headers(CALLBACK_SECRET, webhook_id, body)
+    return (await adapters.request("POST", "/api/adapters/slack/answer", body=body, headers=headers)).status
+
+
+async def test_the_answer_route_posts_the_reply_into_the_slack_thread(
+    adapters: FunctionHost, slack_callback: tuple[bytes, str], slack_api: WebhookReceiver
+) -> None:
+    body, webhook_id = slack_callback
+    assert await _post_answer(adapters, body, webhook_id) == 200
+    [message] = slack_api.deliveries
+    reply = json.loads(body)["result"]["messages"][0]["content"]
+    assert "status?" in reply
+    assert message.json() == {"channel": "C2147483705", "thread_ts": "1355517523.000005", "text": reply}
+    assert message.headers["authorization"] == "Bearer xoxb-test"
+    unsigned = await adapters.request(
+        "POST", "/api/adapters/slack/answer", body=body, headers={"content-type": "application/json"}
+    )
+    assert unsigned.status == 401
+
+
+async def test_a_redelivered_answer_is_posted_once(
+    adapters: FunctionHost, slack_callback: tuple[bytes, str], slack_api: WebhookReceiver
+) -> None:
+    # The callback's webhook-id is the same on every attempt; a redelivery (our answer was
+    # lost, the sender retried) must replay, not post the reply into the channel again.
+    body, webhook_id = slack_callback
+    assert [await _post_answer(adapters, body, webhook_id) for _ in range(2)] == [200, 200]
+    assert len(slack_api.deliveries) == 1
+
+
+async def test_an_answer_slack_refused_is_posted_again_on_redelivery(
+    adapters: FunctionHost, slack_callback: tuple[bytes, str], slack_refuses: WebhookReceiver
+) -> None:
+    # The dedupe remembers only posts that happened: a 502 leaves the webhook-id free.
+    body, webhook_id = slack_callback
+    assert [await _post_answer(adapters, body, webhook_id) for _ in range(2)] == [502, 502]
+    assert len(slack_refuses.deliveries) == 2
+
+
+async def test_a_reply_slack_refused_is_not_reported_delivered(
+    adapters: FunctionHost, slack_callback: tuple[bytes, str], slack_refuses: WebhookReceiver
+) -> None:
+    # Slack's Web API answers HTTP 200 with "ok": false when it did not post (the bot is not
+    # in the channel, a bad token, ...). A 2xx here would mark the callback delivered and
+    # lose the reply; a 502 has the callback retried and shows in GET /api/runs/{id}.
+    body, webhook_id = slack_callback
+    answered = await adapters.request(
+        "POST", "/api/adapters/slack/answer", body=body, headers=signed_headers(CALLBACK_SECRET, webhook_id, body)
+    )
+    assert len(slack_refuses.deliveries) == 1
+    assert answered.status == 502
+    assert "not_in_channel" in (await answered.json())["error"]["message"]
+
+
+def _answer(thread: str) -> tuple[bytes, dict[str, str]]:
     payload = {
         "type": "run.completed",
         "run_id": "r2",
@@ -288,40 +378,24 @@ def _answer(thread: str = SLACK_THREAD) -> tuple[bytes, dict[str, str]]:
     return body, signed_headers(CALLBACK_SECRET, "msg_r2", body)
 
 
-@pytest.fixture
-async def slack_api(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[WebhookReceiver]:
-    """A stand-in for Slack's Web API that refuses the post the way Slack does: HTTP 200
-    with ``"ok": false``."""
-    api = WebhookReceiver(CALLBACK_SECRET, reply={"ok": False, "error": "not_in_channel"})
-    await api.start()
-    monkeypatch.setenv("SLACK_API_URL", api.url.rsplit("/hooks", 1)[0])
-    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
-    yield api
-    await api.stop()
-
-
-async def test_a_reply_slack_refused_is_not_reported_delivered(
-    adapters: FunctionHost, slack_api: WebhookReceiver
-) -> None:
-    # Slack's Web API answers HTTP 200 with "ok": false when it did not post (the bot is not
-    # in the channel, a bad token, ...). A 2xx here would mark the callback delivered and
-    # lose the reply; a 502 has the callback retried and shows in GET /api/runs/{id}.
-    body, headers = _answer()
-    answered = await adapters.request("POST", "/api/adapters/slack/answer", body=body, headers=headers)
-    assert len(slack_api.deliveries) == 1
-    assert answered.status == 502
-    assert "not_in_channel" in (await answered.json())["error"]["message"]
-
-
 @pytest.mark.parametrize(
-    "thread", ["github-octo-org-hello-world-1347", "", "slack-T0001"], ids=["github", "none", "short"]
+    "thread",
+    [
+        "github.octo-org.hello_2eworld.1347",
+        "",
+        "slack.T0001",
+        "slack-T0001-C2147483705-1355517523-000005",
+        SLACK_THREAD,
+    ],
+    ids=["github", "none", "short", "old-name", "no-such-run"],
 )
 async def test_an_answer_for_a_thread_slack_did_not_start_is_not_posted(
     adapters: FunctionHost, slack_api: WebhookReceiver, thread: str
 ) -> None:
     # ADAPTER_ANSWER_URL serves both adapters: a GitHub turn's callback reaching the Slack
     # route must not be posted into a channel named after the repository, nor a run without
-    # a thread be an error. 410 stops the callback's retries.
+    # a thread be an error, nor a run the channel did not start be posted. 410 stops the
+    # callback's retries.
     body, headers = _answer(thread)
     answered = await adapters.request("POST", "/api/adapters/slack/answer", body=body, headers=headers)
     assert answered.status == 410
@@ -329,11 +403,16 @@ async def test_an_answer_for_a_thread_slack_did_not_start_is_not_posted(
 
 
 async def test_the_answer_route_without_a_bot_token_is_a_configuration_error(
-    adapters: FunctionHost, slack_api: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
+    adapters: FunctionHost,
+    slack_callback: tuple[bytes, str],
+    slack_api: WebhookReceiver,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("SLACK_BOT_TOKEN")
-    body, headers = _answer()
-    answered = await adapters.request("POST", "/api/adapters/slack/answer", body=body, headers=headers)
+    body, webhook_id = slack_callback
+    answered = await adapters.request(
+        "POST", "/api/adapters/slack/answer", body=body, headers=signed_headers(CALLBACK_SECRET, webhook_id, body)
+    )
     assert answered.status == 500
     assert (await answered.json())["error"]["code"] == "server_misconfigured"
     assert slack_api.deliveries == []  # nothing sent with an empty token
@@ -369,8 +448,7 @@ async def test_adapters_work_when_the_app_s_own_routes_require_signatures(
     again = await adapters.request("POST", "/api/adapters/github", body=body, headers=_github(body, f"s-{scheme}"))
     assert await again.body() == await first.body()  # still keyed by the delivery ID
     await QueueRunner(adapters).run_until_idle()
-    thread = await (await adapters.request("GET", "/api/threads/github-octo-org-hello-world-99")).json()
-    assert thread["turns"] == 1
+    assert await _turns("github.octo-org.hello_2eworld.99") == 1
     # A direct, unsigned call is still refused.
     direct = await adapters.request("POST", "/api/threads/t1/runs", json_body={"messages": "hi"})
     assert direct.status == 401

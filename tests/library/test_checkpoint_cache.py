@@ -7,6 +7,7 @@ checkpoint another instance could not read (``resumable/checkpoints/cache.py``).
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from agent_framework import Message
@@ -45,7 +46,8 @@ def other_instance() -> RunService:
 
 
 async def turn_on(service: RunService, thread_id: str, text: str) -> dict:
-    request = RunRequest(None, TurnInput(messages=[Message(role="user", contents=[text])]), False)
+    # The app's turns come from a function-key caller (origin "api"): so do these.
+    request = RunRequest(None, TurnInput(messages=[Message(role="user", contents=[text])]), False, origin="api")
     return json.loads(await ThreadRunner(service, thread_id, ThreadLocks()).run_to_json(request))
 
 
@@ -135,6 +137,22 @@ async def test_a_stale_pointer_etag_costs_a_reread_and_the_turn_builds_on_the_re
     print(f"\n[cache] turn on a stale pointer: {len(spent)} ops {spent}")
 
 
+async def test_a_stale_cached_pointer_is_judged_on_the_storage_clock_not_another_instance_s(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other instance's clock runs an hour fast, and it committed before this turn
+    began: the turn still builds on the real head (200), as without the cache. The writer's
+    own timestamp would make the change look newer than the turn, and answer 409."""
+    await post(host, "/api/threads/skewed/runs", {"messages": "one"})
+    real = time.time
+    with monkeypatch.context() as patch:
+        patch.setattr(time, "time", lambda: real() + 3600)
+        elsewhere = await turn_on(other_instance(), "skewed", "two")
+    status, mine = await post(host, "/api/threads/skewed/runs", {"messages": "three"})
+    assert status == 200, mine
+    assert mine["previous_checkpoint_id"] == elsewhere["checkpoint_id"]
+
+
 async def test_a_thread_deleted_elsewhere_is_not_continued_from_the_cache(host: FunctionHost) -> None:
     """The pointer's swap is the proof: a delete rewrote (then removed) the pointer, so the
     warm turn commits nothing; the thread's ID then starts afresh, as on any instance."""
@@ -197,7 +215,7 @@ async def test_an_instance_killed_between_save_and_pointer_swap_leaves_no_head_a
     _, first = await post(host, "/api/threads/killed/runs", {"messages": "one"})
     original = ThreadPointers.advance
 
-    async def die(self, head, checkpoint_id):
+    async def die(self, head, checkpoint_id, **_):
         raise Killed()
 
     monkeypatch.setattr(ThreadPointers, "advance", die)

@@ -140,7 +140,7 @@ async def test_an_outage_that_did_not_land_is_not_reported_as_written(store, mon
 
 async def test_when_the_check_after_a_lost_answer_fails_too_the_outcome_is_unknown(store, monkeypatch) -> None:
     await store.update("a", bump)
-    original_get = RecordStore.get
+    original_get = RecordStore._get
     lost: list[bool] = []
 
     async def get(self, name):
@@ -148,7 +148,7 @@ async def test_when_the_check_after_a_lost_answer_fails_too_the_outcome_is_unkno
             raise StorageUnavailable("down")
         return await original_get(self, name)
 
-    monkeypatch.setattr(RecordStore, "get", get)
+    monkeypatch.setattr(RecordStore, "_get", get)
     original = RecordStore._write
 
     async def lands_then_lost(self, name, seen, new, token):

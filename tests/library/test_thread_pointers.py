@@ -6,16 +6,29 @@ blob directly, as a bug, a botched migration or a stray tool would.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+from collections.abc import Awaitable, Callable
 
 import pytest
+from agent_framework import Message
 
 from devtools.function_host import FunctionHost
+from devtools.record_faults import lose_answers
 from functions_adapter import maintenance
 from functions_adapter import wiring as composition
 from functions_adapter.settings import Settings
+from resumable.base.errors import StorageUnavailable
 from resumable.checkpoints import cache as checkpoint_cache
+from resumable.checkpoints.blob_store import BlobCheckpointStorage
+from resumable.checkpoints.cache import CheckpointCache, HeadCache
+from resumable.core.resume import TurnInput
+from resumable.core.runs import RunRequest, RunService
+from resumable.core.thread_turns import ThreadRunner
+from resumable.storage.blob_records import BlobRecords, RecordConflict
+from resumable.storage.record_store import RecordStore
+from resumable.threads.pointers import ThreadLocks, ThreadPointers
 
 THREAD = "conv"
 
@@ -200,3 +213,151 @@ async def test_an_expired_thread_is_not_removed_if_its_pointer_moved_meanwhile(
     fresh = await pointers.read(THREAD)
     assert await pointers.forget_expired(stale) is False
     assert (await pointers.read(THREAD)).checkpoint_id == fresh.checkpoint_id
+
+
+# -- a pointer write that landed, its answer lost, and another instance on top --------
+
+
+@contextlib.contextmanager
+def landed_then_overtaken(monkeypatch: pytest.MonkeyPatch, thread_id: str, rival: Callable[[], Awaitable[None]]):
+    """The next write of ``thread_id``'s pointer lands; then another instance commits a turn
+    on top of it; then the writer is told 412 (the SDK retried the landed write and met it).
+    Injected at the raw record write, under the one write helper."""
+    original = BlobRecords.replace
+    hit: list[str] = []
+
+    async def write(self: BlobRecords, name: str, data: dict, etag: str):
+        record = await original(self, name, data, etag)
+        if not hit and self._prefix == "threads/" and name == thread_id:
+            hit.append(name)
+            await rival()
+            raise RecordConflict(name)
+        return record
+
+    with monkeypatch.context() as patch:
+        patch.setattr(BlobRecords, "replace", write)
+        yield hit
+
+
+def other_instance():
+    base = service()
+    container = base.store.container
+    store = BlobCheckpointStorage(container, base.store.codec, base.store.mac, CheckpointCache())
+    return RunService(store, base.spec, ThreadPointers(container, HeadCache()))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_turn_whose_pointer_write_landed_is_applied_even_when_another_commits_on_top(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    """Its checkpoint is now the parent of the head: the turn is applied (never 409 "not
+    applied"), its checkpoint stays, and a keyed retry replays it instead of running it again."""
+    await two_turns(host)
+    rival_ids: list[str] = []
+
+    async def rival() -> None:
+        # Another instance of the app, serving a function-key caller (origin "api") too.
+        request = RunRequest(None, TurnInput(messages=[Message(role="user", contents=["rival"])]), False, origin="api")
+        done = await ThreadRunner(other_instance(), THREAD, ThreadLocks()).run_to_json(request)
+        rival_ids.append(json.loads(done)["checkpoint_id"])
+
+    key = {"Idempotency-Key": f"lost-answer-{stream}"}
+    body = {"messages": "mine", "stream": stream}
+    with landed_then_overtaken(monkeypatch, THREAD, rival) as hit:
+        response = await host.request("POST", f"/api/threads/{THREAD}/runs", json_body=body, headers=key)
+        if stream:
+            events = [e async for e in response.events()]
+            status, mine = response.status, events[-1][1]
+            assert events[-1][0] == "done", events[-1]
+        else:
+            status, mine = response.status, await response.json()
+    assert hit and rival_ids, "the fault must have hit"
+    assert status == 200, mine
+    head = await service().pointers.read(THREAD)
+    assert head.checkpoint_id == rival_ids[0]
+    assert mine["checkpoint_id"] in head.recent
+    assert (await service().store.get_info(rival_ids[0])).previous_checkpoint_id == mine["checkpoint_id"]
+    await service().store.get_info(mine["checkpoint_id"])  # not deleted: it is the head's parent
+    again = await host.request("POST", f"/api/threads/{THREAD}/runs", json_body=body, headers=key)
+    if stream:
+        replayed = [e async for e in again.events()][-1][1]
+    else:
+        replayed = await again.json()
+    assert again.status == 200 and replayed["checkpoint_id"] == mine["checkpoint_id"]
+    assert (await service().pointers.read(THREAD)).turns == head.turns, "the retry ran the turn again"
+
+
+@pytest.mark.parametrize("error", ["conflict", "unavailable"])
+async def test_a_pointer_write_whose_answer_was_lost_is_applied(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch, error: str
+) -> None:
+    """At the one write helper: the SDK's retry met the landed write, or the answer timed out."""
+    await two_turns(host)
+    with lose_answers(monkeypatch, "threads/", name=THREAD, error=error) as hits:
+        status, body = await turn(host, THREAD, "three")
+    assert hits.writes and status == 200, body
+    head = await service().pointers.read(THREAD)
+    assert (head.checkpoint_id, head.turns) == (body["checkpoint_id"], 3)
+
+
+async def test_when_the_pointer_cannot_be_read_after_a_lost_answer_the_turn_is_not_reported_lost(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outcome unknown: 503, and the checkpoint (which may now be the head) is kept."""
+    await two_turns(host)
+    original_get = BlobRecords.get
+    down: list[bool] = []
+
+    async def get(self: BlobRecords, name: str):
+        if down and self._prefix == "threads/":
+            raise StorageUnavailable("down")
+        return await original_get(self, name)
+
+    with (
+        lose_answers(monkeypatch, "threads/", name=THREAD, error="unavailable") as hits,
+        monkeypatch.context() as patch,
+    ):
+        patch.setattr(BlobRecords, "get", get)
+        lost_write = RecordStore._write
+
+        async def then_down(self, *args):
+            try:
+                return await lost_write(self, *args)
+            finally:
+                down.append(True)
+
+        patch.setattr(RecordStore, "_write", then_down)
+        status, body = await turn(host, THREAD, "three")
+    assert hits.writes
+    assert (status, body["error"]["code"]) == (503, "storage_unavailable")
+    head = await service().pointers.read(THREAD)
+    assert head.turns == 3, "the write landed"
+    await service().store.get_info(head.checkpoint_id)  # and its checkpoint was not deleted
+
+
+# -- did a checkpoint commit? (one answer for the commit checks and forks) -----------------
+
+
+async def test_a_lineage_checkpoint_counts_as_committed_whatever_the_writers_clocks(host: FunctionHost) -> None:
+    """One turn came from an instance whose clock ran an hour slow: its checkpoint looks older
+    than the first turn's. The lineage still holds the first turn (past the ten recent ones),
+    and a lost race's leftover beside it is still not committed."""
+    first = (await turn(host, THREAD, "one"))[1]["checkpoint_id"]
+    await turn(host, THREAD, "two")
+    svc = service()
+    head = await svc.pointers.read(THREAD)
+    skewed = await svc.store.load(head.checkpoint_id)
+    skewed.previous_checkpoint_id, skewed.checkpoint_id = head.checkpoint_id, "from-a-slow-clock"
+    skewed.timestamp = "2000-01-01T00:00:00+00:00"
+    await svc.store.save(skewed, thread_id=THREAD)
+    await svc.pointers.advance(head, skewed.checkpoint_id)
+    leftover = await svc.store.load(first)
+    leftover.checkpoint_id = "a-lost-race"  # a child of the first turn that never committed
+    await svc.store.save(leftover, thread_id=THREAD)
+    for i in range(10):
+        assert (await turn(host, THREAD, f"later {i}"))[0] == 200
+    head = await svc.pointers.read(THREAD)
+    assert first not in head.recent and "from-a-slow-clock" not in head.recent
+    assert await svc.is_committed(first, THREAD)
+    assert await svc.is_committed("from-a-slow-clock", THREAD)
+    assert not await svc.is_committed("a-lost-race", THREAD)
