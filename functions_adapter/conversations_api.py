@@ -6,8 +6,9 @@ was sent), which is what makes a thread with no turn yet exist (``GET /api/threa
 answers it too); its first turn is ``responses.create(conversation=id)``, a turn on that
 thread. Updating replaces the metadata; deleting is ``DELETE /api/threads/{id}``'s
 deletion, whole; items are the thread's messages, read back from its turns' checkpoints
-(``resumable.threads.transcript``). The thread authorizer is asked first, as on every
-thread route. Errors are in OpenAI's shape (``openai_objects.openai_error``).
+(``resumable.threads.transcript``). The thread authorizer is asked first, and a thread
+another origin made is refused, as on every thread route. Errors are in OpenAI's shape
+(``openai_objects.openai_error``).
 """
 
 from __future__ import annotations
@@ -138,8 +139,8 @@ async def _existing(request: Request, settings: Settings, conversation_id: str) 
     """The conversation's metadata and pointer, once the authorizer allowed it; 404 unless
     it has metadata or a turn and is not being deleted."""
     await thread_api.gate(request, settings, ROUTE, conversation_id)
+    head = await thread_api.owned_head(request, build_service(settings), conversation_id)
     metadata = await ThreadMetadata(container_for(settings)).get(conversation_id)
-    head = await build_service(settings).pointers.read(conversation_id)
     if head.deleting or (metadata.etag is None and head.checkpoint_id is None):
         raise ConversationNotFound(f"No conversation has the ID '{conversation_id}'.")
     return metadata, head
@@ -168,7 +169,7 @@ async def _delete(request: Request, conversation_id: str) -> Response:
     await thread_api.gate(request, settings, ROUTE, conversation_id)
     service = build_service(settings)
     container = container_for(settings)
-    head = await service.pointers.read(conversation_id)
+    head = await thread_api.owned_head(request, service, conversation_id)
     if head.etag is None and (await ThreadMetadata(container).get(conversation_id)).etag is None:
         raise ConversationNotFound(f"No conversation has the ID '{conversation_id}'.")
     try:

@@ -1,9 +1,11 @@
 """``GET /api/threads?prefix=&limit=&cursor=``: the threads a caller may use, a page at a time.
 
-Parsing and authorization only; the listing itself is ``resumable.threads.listing``. With
-``THREAD_AUTHORIZER`` set, the hook is asked about every listed thread (route ``list``,
-with that thread's metadata) and a refused thread is left out of the page, not reported:
-a page may then hold fewer than ``limit`` threads and still carry a ``next_cursor``.
+Parsing and authorization only; the listing itself is ``resumable.threads.listing``. A
+thread another origin made (``authorization.origin_of``: another principal, an adapter's
+channel) is left out, as every thread route refuses it. With ``THREAD_AUTHORIZER`` set,
+the hook is asked about every listed thread (route ``list``, with that thread's metadata)
+and a refused thread is left out of the page, not reported: a page may then hold fewer
+than ``limit`` threads and still carry a ``next_cursor``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from fastapi import Request, Response
 from resumable.base.errors import Forbidden
 from resumable.threads.listing import MAX_LIST_PAGE, ThreadSummary, list_threads
 
-from .authorization import authorize
+from .authorization import authorize, origin_of
 from .params import whole_number
 from .request_trace import traced
 from .responses import json_response
@@ -32,8 +34,13 @@ async def _list(request: Request) -> Response:
     query = request.query_params
     limit = whole_number(query.get("limit"), "limit", low=1, high=MAX_LIST_PAGE, default=DEFAULT_LIMIT)
     spec = settings.thread_authorizer
+    origin = origin_of(request)
 
     async def allow(summary: ThreadSummary) -> bool:
+        if summary.head is not None and not summary.head.accepts(origin):
+            return False  # another origin's thread, as every thread route refuses it
+        if not spec:
+            return True
         try:
             await authorize(
                 spec, route=ROUTE, thread_id=summary.thread_id, headers=request.headers, metadata=summary.metadata
@@ -48,6 +55,6 @@ async def _list(request: Request) -> Response:
         prefix=query.get("prefix") or "",
         limit=limit,
         cursor=query.get("cursor"),
-        allow=allow if spec else None,
+        allow=allow,
     )
     return json_response({"threads": [summary.to_json() for summary in page], "next_cursor": cursor})

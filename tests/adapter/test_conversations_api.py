@@ -272,3 +272,24 @@ async def test_an_items_page_costs_reads_bounded_by_the_page_and_a_turn_costs_wh
     ops.reset()
     page = await client.conversations.items.list(conv.id, limit=4, order="asc")
     assert ops.total == 2 + 1 + 10 + 3, ops.log  # the lineage's metadata, then the page's turns
+
+
+async def test_a_conversation_another_origin_made_is_refused_on_every_route(
+    client: AsyncOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("THREAD_PRINCIPAL_HEADER", "x-caller")  # origins apart, no authorizer
+    alice: dict[str, Any] = {"extra_headers": {"x-caller": "alice"}}
+    bob: dict[str, Any] = {"extra_headers": {"x-caller": "bob"}}
+    conv = await client.conversations.create(**alice)
+    await client.responses.create(input="mine", conversation=conv.id, **alice)  # the first turn records alice
+    for call in (
+        client.conversations.retrieve(conv.id, **bob),
+        client.conversations.update(conv.id, metadata={"x": "y"}, **bob),
+        client.conversations.items.list(conv.id, **bob),
+        client.conversations.delete(conv.id, **bob),
+        client.conversations.retrieve(conv.id),  # a function-key caller without a principal
+    ):
+        with pytest.raises(openai.PermissionDeniedError):
+            await call
+    assert len((await client.conversations.items.list(conv.id, **alice)).data) == 2
+    assert (await client.conversations.retrieve(conv.id, **alice)).metadata == {}

@@ -14,7 +14,8 @@ from devtools.function_host import FunctionHost
 from devtools.op_counter import OperationCounter
 from functions_adapter import wiring
 from resumable.storage import clients as storage_client
-from resumable.threads.pointers import ThreadHead, ThreadPointers
+from resumable.threads.delete_progress import DeleteProgress
+from resumable.threads.pointers import ThreadPointers
 
 
 async def _turn(host: FunctionHost, thread: str, text: str = "hi") -> dict[str, Any]:
@@ -75,7 +76,8 @@ async def test_a_thread_being_deleted_is_not_listed(host: FunctionHost) -> None:
     pointers = ThreadPointers(wiring.container_for(wiring.load_settings()))
     head = await pointers.read("d.gone")
     # A delete that stopped after its tombstone (a crash, or its deadline): the pointer stays.
-    assert await pointers.fence(ThreadHead("d.gone", None, 0, (), head.etag, 1.0, deleting=True)) is not None
+    marked = await pointers.update(lambda p: p.marked_deleting(DeleteProgress(found=True)), current=head)
+    assert marked is not None and marked.deleting
     found, _ = await _all(host, "?prefix=d.")
     assert [t["thread_id"] for t in found] == ["d.live"]
     assert (await host.request("DELETE", "/api/threads/d.live")).status == 204
@@ -111,10 +113,14 @@ async def test_with_an_authorizer_only_the_caller_s_threads_are_listed(
 async def test_the_ready_authorizer_lists_only_the_principal_s_threads(
     host: FunctionHost, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for thread in ("alice.1", "alice.2", "bob.1"):
-        await _turn(host, thread)
     monkeypatch.setenv("THREAD_AUTHORIZER", "functions_adapter.authorizers:thread_prefix_of_principal")
     monkeypatch.setenv("THREAD_PRINCIPAL_HEADER", "x-caller")
+    for thread in ("alice.1", "alice.2", "bob.1"):
+        caller = thread.split(".")[0]
+        turn = await host.request(
+            "POST", f"/api/threads/{thread}/runs", json_body={"messages": "hi"}, headers={"x-caller": caller}
+        )
+        assert turn.status == 200
     found, _ = await _all(host, "", **{"x-caller": "alice"})
     assert sorted(t["thread_id"] for t in found) == ["alice.1", "alice.2"]
     found, _ = await _all(host, "?prefix=bob.", **{"x-caller": "alice"})
@@ -182,3 +188,17 @@ def _refuse_all_listings(request: Any) -> None:
     http = request.http_request
     if "comp=list" in http.url:
         http.url = http.url.replace("maxresults=", "maxresults=x")
+
+
+async def test_a_thread_another_origin_made_is_not_listed(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    # No authorizer at all: the thread's recorded origin alone decides, as on every thread route.
+    monkeypatch.setenv("THREAD_PRINCIPAL_HEADER", "x-caller")
+    for caller, thread in (("alice", "o.1"), ("bob", "o.2"), ("alice", "o.3")):
+        turn = await host.request(
+            "POST", f"/api/threads/{thread}/runs", json_body={"messages": "hi"}, headers={"x-caller": caller}
+        )
+        assert turn.status == 200
+    await _turn(host, "o.4")  # a function-key caller with no principal: the "api" origin
+    assert sorted(t["thread_id"] for t in (await _all(host, "", **{"x-caller": "alice"}))[0]) == ["o.1", "o.3"]
+    assert [t["thread_id"] for t in (await _all(host, "", **{"x-caller": "bob"}))[0]] == ["o.2"]
+    assert [t["thread_id"] for t in (await _all(host, ""))[0]] == ["o.4"]
