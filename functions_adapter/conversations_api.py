@@ -20,11 +20,11 @@ from typing import Any
 
 from fastapi import Request, Response
 
-from resumable.base.errors import InvalidRequest, RequestInProgress, ThreadNotFound
+from resumable.base.errors import CheckpointNotFound, InvalidRequest, RequestInProgress, ThreadNotFound
 from resumable.threads.admin import Metadata, ThreadMetadata
 from resumable.threads.delete import delete_thread
 from resumable.threads.listing import validate_prefix
-from resumable.threads.pointers import ThreadHead
+from resumable.threads.pointers import ThreadHead, expired
 from resumable.threads.transcript import ThreadMessage, messages_page
 
 from . import thread_api
@@ -147,8 +147,14 @@ async def _existing(request: Request, settings: Settings, conversation_id: str) 
 
 
 async def _get(request: Request, conversation_id: str) -> Response:
+    """The conversation; 410 ``thread_expired`` if retention removed its head, as for its thread."""
     settings = load_settings()
     metadata, head = await _existing(request, settings, conversation_id)
+    if head.checkpoint_id is not None:
+        try:
+            await build_service(settings).store.get_info(head.checkpoint_id)
+        except CheckpointNotFound:
+            raise expired(conversation_id) from None
     return json_response(conversation(conversation_id, metadata, head))
 
 

@@ -293,3 +293,17 @@ async def test_a_conversation_another_origin_made_is_refused_on_every_route(
             await call
     assert len((await client.conversations.items.list(conv.id, **alice)).data) == 2
     assert (await client.conversations.retrieve(conv.id, **alice)).metadata == {}
+
+
+async def test_a_conversation_whose_head_retention_removed_is_gone_410_as_its_thread(client: AsyncOpenAI) -> None:
+    conv = await client.conversations.create()
+    reply = await client.responses.create(input="hello", conversation=conv.id, store=False)
+    assert reply.output_text
+    container = wiring.container_for(wiring.load_settings())
+    head = [b.name async for b in container.list_blobs(name_starts_with="checkpoints/", include=["metadata"])]
+    for name in head:  # the lifecycle rule removed the idle thread's checkpoints
+        await container.delete_blob(name)
+    for call in (client.conversations.retrieve(conv.id), client.conversations.items.list(conv.id)):
+        with pytest.raises(openai.APIStatusError) as raised:
+            await call
+        assert (raised.value.status_code, raised.value.code) == (410, "thread_expired")
