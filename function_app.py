@@ -3,15 +3,18 @@
 HTTP → parse and authorize (``functions_adapter.routes``, ``turns``) → load, resume in one
 run, save (``resumable.core``: ``RunService``, ``RunOwner``) → respond (``responses``, ``sse``).
 Background runs: ``functions_adapter.background_api`` / ``queue_triggers`` over
-``resumable.background``. Thread housekeeping: ``maintenance`` over ``resumable.threads``.
+``resumable.background``. MCP tools (the host's ``/runtime/webhooks/mcp``): ``functions_adapter.mcp``.
+Thread housekeeping: ``maintenance`` over ``resumable.threads``.
 """
 
 import gc
+import json
 
 import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response
 
 from functions_adapter import routes, telemetry, webhooks
+from functions_adapter.mcp import contract as mcp
 
 # The queue triggers, the timer and the Responses routes import their modules on first use,
 # as the HTTP routes do for background runs: a cold start pays only for the synchronous path.
@@ -182,6 +185,50 @@ async def conversation_items(req: Request) -> Response:
     from functions_adapter import conversations_api  # noqa: PLC0415 - on first use
 
     return await conversations_api.handle_items(req, req.path_params.get("conversation_id", ""))
+
+
+def _mcp_tool(tool: mcp.Tool) -> dict[str, object]:
+    """The tool trigger's binding fields: the contract's schemas, and our own result envelope."""
+    return {
+        "arg_name": "context",
+        "tool_name": tool.name,
+        "description": tool.description,
+        "tool_properties": tool.tool_properties_json(),
+        "output_schema": json.dumps(tool.output_schema),
+        "use_result_schema": True,
+    }
+
+
+@app.mcp_tool_trigger(**_mcp_tool(mcp.TOOLS[mcp.RUN_TURN]))  # type: ignore[arg-type]
+async def mcp_run_turn(context: str) -> str:
+    """MCP ``run_turn``: one turn on a thread, as ``POST /api/threads/{id}/runs`` runs it."""
+    from functions_adapter.mcp import trigger  # noqa: PLC0415 - on first use
+
+    return await trigger.handle(mcp.RUN_TURN, context)
+
+
+@app.mcp_tool_trigger(**_mcp_tool(mcp.TOOLS[mcp.GET_THREAD]))  # type: ignore[arg-type]
+async def mcp_get_thread(context: str) -> str:
+    """MCP ``get_thread``: the thread's head and recent lineage, as ``GET /api/threads/{id}``."""
+    from functions_adapter.mcp import trigger  # noqa: PLC0415 - on first use
+
+    return await trigger.handle(mcp.GET_THREAD, context)
+
+
+@app.mcp_tool_trigger(**_mcp_tool(mcp.TOOLS[mcp.START_TURN]))  # type: ignore[arg-type]
+async def mcp_start_turn(context: str) -> str:
+    """MCP ``start_turn``: the turn as a background run (``"background": true`` on the thread route)."""
+    from functions_adapter.mcp import trigger  # noqa: PLC0415 - on first use
+
+    return await trigger.handle(mcp.START_TURN, context)
+
+
+@app.mcp_tool_trigger(**_mcp_tool(mcp.TOOLS[mcp.GET_RUN]))  # type: ignore[arg-type]
+async def mcp_get_run(context: str) -> str:
+    """MCP ``get_run``: a background run's status and result, as ``GET /api/runs/{id}``."""
+    from functions_adapter.mcp import trigger  # noqa: PLC0415 - on first use
+
+    return await trigger.handle(mcp.GET_RUN, context)
 
 
 @app.timer_trigger(schedule="0 17 * * * *", arg_name="timer", run_on_startup=False)

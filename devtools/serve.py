@@ -3,7 +3,8 @@
     python -m devtools.serve [--port 7071] [--no-azurite] [--settings local.settings.json]
 
 What ``func start`` does, played in one process: every HTTP function on
-``http://127.0.0.1:7071/api/...`` through uvicorn (function keys not checked), the queue
+``http://127.0.0.1:7071/api/...`` through uvicorn (function keys not checked), the MCP tool
+triggers on ``/runtime/webhooks/mcp`` (``devtools.mcp_server``), the queue
 triggers through ``devtools.queue_runner``, the timer on its NCRONTAB schedule, and
 Core Tools' ``POST /admin/functions/{name}``. Settings come from local.settings.json's
 ``Values`` (copied from local.settings.sample.json if missing); a variable already set
@@ -29,6 +30,7 @@ from typing import Any
 from devtools.azurite import Azurite, start_azurite
 from devtools.function_host import FunctionHost
 from devtools.local_server import asgi_app, served
+from devtools.mcp_server import MCP_PATH, mcp_endpoint
 from devtools.queue_runner import QueueRunner, load_local_settings
 from devtools.timers import TimerRunner
 
@@ -95,10 +97,11 @@ async def _serve(sock: socket.socket, stop: asyncio.Event) -> None:
     queues = QueueRunner(host)
     app = asgi_app(host, admin=True)
     try:
-        async with served(app, sock=sock, log_level="info", access_log=True) as base:
+        async with mcp_endpoint(host, app), served(app, sock=sock, log_level="info", access_log=True) as base:
             queues.start()
             timers.start()
             _say("Functions:\n" + "\n".join(_describe(host, base, timers)))
+            _say(f"MCP tools (streamable HTTP): {base}{MCP_PATH}")
             _say(f"Serving {base}/api (function keys are not checked locally, as with func start)")
             body = '{"messages": "hello"}'
             _say(f"Try: curl -s {base}/api/runs -H 'content-type: application/json' -d '{body}'")

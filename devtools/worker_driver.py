@@ -203,6 +203,7 @@ class WorkerDriver:
         function_id: str,
         input_data: list[Any],
         invocation_id: str | None = None,
+        trigger_metadata: dict[str, Any] | None = None,
     ) -> Any:
         """Send an InvocationRequest; return the InvocationResponse as the host receives it."""
         message = protos.StreamingMessage(
@@ -211,6 +212,7 @@ class WorkerDriver:
                 invocation_id=invocation_id or str(uuid.uuid4()),
                 function_id=function_id,
                 input_data=input_data,
+                trigger_metadata=trigger_metadata or {},
                 trace_context=protos.RpcTraceContext(
                     trace_parent=f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01", trace_state=""
                 ),

@@ -103,7 +103,13 @@ def origin_of(request: HTTPConnection) -> str:
     adapter = request.scope.get(ADAPTER_ORIGIN)
     if isinstance(adapter, str):
         return adapter
-    principal = principal_of(trusted_headers(request.headers))
+    return caller_origin(request.headers)
+
+
+def caller_origin(headers: Mapping[str, str]) -> str:
+    """A caller's origin from the headers its call arrived with (an HTTP route, an MCP tool
+    call): ``principal:<id>`` with a trusted principal, else ``api``."""
+    principal = principal_of(trusted_headers(headers))
     return API_ORIGIN if not principal else origin_for("principal", principal)
 
 

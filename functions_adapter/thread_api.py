@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from fastapi import Request, Response
 
@@ -35,14 +37,23 @@ async def gate(request: Request, settings: Settings, route: str, thread_id: str)
     authenticated it, and the thread's origin (its channel, its repository) confines it, so
     no authorizer needs a rule for adapter threads, least of all one by name.
     """
+    if ADAPTER_ORIGIN in request.scope:
+        validate_id(thread_id, kind="thread_id")
+        return
+    await gate_headers(request.headers, settings, route, thread_id)
+
+
+async def gate_headers(headers: Mapping[str, str], settings: Settings, route: str, thread_id: str) -> None:
+    """``gate`` for callers that are not an HTTP route (MCP tools): the same check, given the
+    headers the call arrived with."""
     validate_id(thread_id, kind="thread_id")
-    if settings.thread_authorizer and ADAPTER_ORIGIN not in request.scope:
+    if settings.thread_authorizer:
         metadata = await ThreadMetadata(container_for(settings)).get(thread_id)
         await authorize(
             settings.thread_authorizer,
             route=route,
             thread_id=thread_id,
-            headers=request.headers,
+            headers=headers,
             metadata=metadata.values,
         )
 
@@ -51,8 +62,13 @@ async def owned_head(request: Request, service: RunService, thread_id: str) -> T
     """The thread's pointer, if the caller's origin made the thread (else 403 ``forbidden``,
     before anything of the thread is read or changed). Names decide nothing here: a thread
     called ``slack.*`` is a Slack channel's only if that channel's turn created it."""
+    return await head_owned_by(service, thread_id, origin_of(request))
+
+
+async def head_owned_by(service: RunService, thread_id: str, origin: str) -> ThreadHead:
+    """``owned_head`` for a caller known by its origin (an MCP tool call)."""
     head = await service.pointers.read(thread_id)
-    check_owner(head, origin_of(request))
+    check_owner(head, origin)
     return head
 
 
@@ -60,8 +76,15 @@ async def get_thread(request: Request, thread_id: str) -> Response:
     """The pointer, its recent lineage and the metadata (with its ETag)."""
     settings = load_settings()
     await gate(request, settings, "threads/{thread_id}", thread_id)
+    body, etag = await thread_view(settings, thread_id, origin_of(request))
+    return json_response(body, headers={"ETag": etag} if etag else None)
+
+
+async def thread_view(settings: Settings, thread_id: str, origin: str) -> tuple[dict[str, Any], str | None]:
+    """What ``GET /api/threads/{id}`` answers (after the gate) to a caller of ``origin``: the
+    body and the metadata's ETag."""
     service = build_service(settings)
-    owned = await owned_head(request, service, thread_id)
+    owned = await head_owned_by(service, thread_id, origin)
     metadata = await ThreadMetadata(container_for(settings)).get(thread_id)
     head = None if owned.checkpoint_id is None else owned  # None: no turns yet
     if head is not None:
@@ -77,7 +100,7 @@ async def get_thread(request: Request, thread_id: str) -> Response:
         else {"thread_id": thread_id, "checkpoint_id": None, "turns": 0, "recent_checkpoint_ids": []}
     )
     body["metadata"] = metadata.values
-    return json_response(body, headers={"ETag": metadata.etag} if metadata.etag else None)
+    return body, metadata.etag
 
 
 async def get_history(request: Request, thread_id: str) -> Response:

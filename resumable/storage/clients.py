@@ -32,6 +32,10 @@ _clients: dict[tuple[int, StorageTarget, float], BlobServiceClient] = {}
 # response (``raw_response_hook``): with both, a test sees how many calls are in flight.
 request_hook: Callable[[Any], None] | None = None
 response_hook: Callable[[Any], None] | None = None
+# Builds the transport of each new client, given the service ("blob" or "queue"); None: the
+# SDK's own. ``devtools.write_faults`` wraps the real transport to inject faults at the SDK
+# boundary (below the SDK's retries) and to see every write that leaves the client.
+transport_hook: Callable[[str], Any] | None = None
 
 
 def _build_client(target: StorageTarget, timeout: float) -> BlobServiceClient:
@@ -46,6 +50,8 @@ def _build_client(target: StorageTarget, timeout: float) -> BlobServiceClient:
         options["raw_request_hook"] = request_hook
     if response_hook is not None:
         options["raw_response_hook"] = response_hook
+    if transport_hook is not None:
+        options["transport"] = transport_hook("blob")
     if target.connection_string:
         return BlobServiceClient.from_connection_string(target.connection_string, **options)
     # Imported only on the identity path: azure-identity is not needed for Azurite.

@@ -69,6 +69,8 @@ def queue_client(target: QueueTarget, name: str) -> QueueClient:
         }
         if storage_client.request_hook is not None:  # counted with the blob operations
             options["raw_request_hook"] = storage_client.request_hook
+        if storage_client.transport_hook is not None:  # faults at the SDK boundary, in tests
+            options["transport"] = storage_client.transport_hook("queue")
         if target.connection_string:
             client = QueueClient.from_connection_string(target.connection_string, name, **options)
         else:

@@ -63,6 +63,12 @@ HTTP_FUNCTIONS = {
     "health": ("health", {"GET"}, "ANONYMOUS"),
 }
 QUEUE_FUNCTIONS = {"run_in_background": "%RUNS_QUEUE%", "fail_poisoned_run": "%RUNS_QUEUE%-poison"}
+MCP_FUNCTIONS = {
+    "mcp_run_turn": "run_turn",
+    "mcp_get_thread": "get_thread",
+    "mcp_start_turn": "start_turn",
+    "mcp_get_run": "get_run",
+}
 TIMER = "sweep_orphan_checkpoints"
 
 
@@ -116,7 +122,7 @@ async def test_init_indexes_every_trigger_and_advertises_the_streaming_server(
     assert response.result.status == SUCCESS
     assert response.use_default_metadata_indexing is False
     names = sorted(m.name for m in worker.metadata)
-    assert names == sorted([*HTTP_FUNCTIONS, *QUEUE_FUNCTIONS, TIMER])
+    assert names == sorted([*HTTP_FUNCTIONS, *QUEUE_FUNCTIONS, *MCP_FUNCTIONS, TIMER])
     assert len({m.function_id for m in worker.metadata}) == len(names)
     for function in worker.metadata:
         assert function.language == "python"
@@ -258,3 +264,67 @@ async def test_the_timer_invocation_sweeps_orphans(worker: WorkerDriver, monkeyp
     assert reply.result.status == SUCCESS, reply.result.exception.message
     assert reply.HasField("return_value") is False
     assert await service.store.list_checkpoint_ids(workflow_name="conversation-demo") == [head]
+
+
+async def test_the_mcp_tool_triggers_are_indexed_and_invoked_as_the_mcp_extension_expects(
+    worker: WorkerDriver, host: FunctionHost
+) -> None:
+    for name, tool in MCP_FUNCTIONS.items():
+        (trigger,) = worker.bindings(name)  # the trigger alone: the return value is its output
+        assert trigger == host.triggers[name].binding
+        assert (trigger["type"], trigger["direction"], trigger["name"]) == ("mcpToolTrigger", "IN", "context")
+        assert trigger["toolName"] == tool and trigger["description"]
+        assert trigger["useResultSchema"] is True  # the function returns the whole CallToolResult
+        properties = json.loads(trigger["toolProperties"])
+        assert all(set(p) == {"propertyName", "propertyType", "description", "isRequired"} for p in properties)
+        (required,) = [p for p in properties if p["isRequired"]]  # the thread or run ID
+        assert (required["propertyName"], required["propertyType"]) == (
+            "run_id" if tool == "get_run" else "thread_id",
+            "string",
+        )
+        assert json.loads(trigger["outputSchema"])["type"] == "object"
+
+    thread_id = f"mcp-{uuid.uuid4().hex[:8]}"
+    # What the extension binds (McpToolTriggerBinding): the trigger value is the tool context
+    # serialized as JSON, with mcptoolcontext / mcpsessionid / mcptoolargs as binding data.
+    arguments = {"thread_id": thread_id, "message": "through the worker"}
+    context = {
+        "name": "run_turn",
+        "arguments": arguments,
+        "sessionid": "session-1",
+        "clientinfo": {"name": "mcp", "version": "2.3.0"},
+        "transport": {"name": "http", "sessionId": "session-1", "properties": {"headers": {"x-team": "a"}}},
+    }
+    metadata = {
+        "mcptoolcontext": protos.TypedData(json=json.dumps(context)),
+        "mcpsessionid": protos.TypedData(string="session-1"),
+        "mcptoolargs": protos.TypedData(json=json.dumps(arguments)),
+    }
+    results = []
+    for data in (protos.TypedData(string=json.dumps(context)), protos.TypedData(json=json.dumps(context))):
+        reply = await worker.invoke(
+            worker.function_id("mcp_run_turn"),
+            [protos.ParameterBinding(name="context", data=data)],
+            trigger_metadata=metadata,
+        )
+        assert reply.result.status == SUCCESS, reply.result.exception.message
+        assert reply.return_value.WhichOneof("data") == "string"  # ToolReturnValueBinder wants a JSON string
+        envelope = json.loads(reply.return_value.string)
+        assert envelope["type"] == "call_tool_result"
+        results.append(json.loads(envelope["content"]))
+    first, second = results
+    assert first["isError"] is False and second["isError"] is False
+    assert first["content"][0]["text"].startswith('turn 1: you said "through the worker"')
+    assert 'Earlier you said: "through the worker"' in second["content"][0]["text"]
+    assert second["structuredContent"]["previous_checkpoint_id"] == first["structuredContent"]["checkpoint_id"]
+    service = composition.build_service(Settings.from_env())
+    assert (await service.pointers.read(thread_id)).checkpoint_id == second["structuredContent"]["checkpoint_id"]
+
+    missing = {**context, "name": "get_thread", "arguments": {"thread_id": f"none-{uuid.uuid4().hex[:8]}"}}
+    reply = await worker.invoke(
+        worker.function_id("mcp_get_thread"),
+        [protos.ParameterBinding(name="context", data=protos.TypedData(string=json.dumps(missing)))],
+    )
+    assert reply.result.status == SUCCESS  # a refusal is a tool result, not a failed invocation
+    refused = json.loads(json.loads(reply.return_value.string)["content"])
+    assert refused["isError"] is True and refused["structuredContent"]["error"]["code"] == "thread_not_found"
