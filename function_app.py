@@ -13,13 +13,14 @@ import json
 import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response
 
-from functions_adapter import routes, telemetry, webhooks
+from functions_adapter import routes, service_info, telemetry, webhooks
 from functions_adapter.mcp import contract as mcp
 
 # The queue triggers, the timer and the Responses routes import their modules on first use,
 # as the HTTP routes do for background runs: a cold start pays only for the synchronous path.
 
 telemetry.configure()
+service_info.check_at_startup()  # a bad WORKFLOW is logged now, not first by a run's 500
 app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
 
 
@@ -242,8 +243,14 @@ async def sweep_orphan_checkpoints(timer: func.TimerRequest) -> None:
 
 @app.route(route="health", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 async def health(req: Request) -> Response:
-    """Liveness probe; anonymous, touches no storage."""
-    return await routes.handle_health()
+    """Liveness probe; anonymous, touches no storage; names a setting that keeps runs from working."""
+    return await service_info.handle_health()
+
+
+@app.route(route="openapi.json", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+async def openapi(req: Request) -> Response:
+    """The OpenAPI 3.1 document of every route; anonymous."""
+    return await service_info.handle_openapi(req)
 
 
 # The Slack and GitHub adapters (/api/adapters/...), each only when its signing secret is set;

@@ -14,10 +14,8 @@ from typing import Any
 
 from fastapi import Request, Response
 
-from resumable import __version__
 from resumable.base.errors import PayloadTooLarge, UnsupportedMediaType
 from resumable.base.ids import validate_id
-from resumable.checkpoints.af_internals import AGENT_FRAMEWORK_VERSION
 from resumable.core.held_claim import HeldClaim
 from resumable.core.idempotency import StoredResponse
 from resumable.core.run_owner import RunOwner
@@ -185,8 +183,3 @@ async def handle_join_run(request: Request, run_id: str) -> Response:
 async def handle_cancel_run(request: Request, run_id: str) -> Response:
     """``POST /api/runs/{id}/cancel``: stop a queued or running background run."""
     return await traced(request, "runs/{run_id}/cancel", lambda: _background().cancel(request, run_id))
-
-
-async def handle_health() -> Response:
-    """``GET /api/health``: liveness and versions; touches no storage."""
-    return json_response({"status": "ok", "version": __version__, "agent_framework": AGENT_FRAMEWORK_VERSION})

@@ -384,6 +384,7 @@ def test_routes_and_auth_levels_are_registered_as_documented(host: FunctionHost)
         ("delete_conversation", ("DELETE",), "FUNCTION"),
         ("conversation_items", ("GET",), "FUNCTION"),
         ("health", ("GET",), "ANONYMOUS"),
+        ("openapi", ("GET",), "ANONYMOUS"),
     }
     queues = {
         name: (t.binding["queueName"], t.binding["connection"])
