@@ -125,7 +125,8 @@ def _metadata(value: Any) -> dict[str, str]:
 async def _create(request: Request) -> Response:
     settings = load_settings()
     data = await _body(request, settings, CREATE_FIELDS)
-    if data.get("items"):
+    items = data.get("items")
+    if items is not None and (not isinstance(items, list) or items):
         why = "a conversation's items are its turns: send them with responses.create(conversation=...)"
         raise with_param(InvalidRequest(f"'items' is not supported here ({why})."), "items")
     values = _metadata(data.get("metadata"))
