@@ -74,6 +74,5 @@ def idempotency_store(settings: Settings, service: RunService, *, ttl_seconds: i
     return IdempotencyStore(
         container_for(settings),
         ttl_seconds=ttl_seconds,
-        committed=service.is_committed,
-        metadata=service.checkpoint_metadata,
+        ledger=service.ledger,
     )

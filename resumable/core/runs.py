@@ -16,12 +16,12 @@ from typing import Any, Protocol
 from agent_framework import Workflow, WorkflowCheckpoint, WorkflowEvent
 
 from ..base import strict_json
-from ..base.errors import CheckpointNotFound, ResumeError, WorkflowFailed
+from ..base.errors import ResumeError, WorkflowFailed
 from ..base.tracing import RequestScope, within
 from ..checkpoints.blob_store import BlobCheckpointStorage
-from ..checkpoints.info import CheckpointInfo
 from ..threads.pointers import ThreadPointers
 from ..threads.transcript import TRANSCRIPT, transcript
+from .commit_ledger import CommitLedger
 from .results import ResultCollector, message_json
 from .resume import PreparedRun, TurnInput, prepare_run
 
@@ -73,8 +73,6 @@ Event = tuple[str, dict[str, Any]]
 # last moment to refuse the commit. What it returns is added to the checkpoint's metadata
 # (an idempotency claim's response, when the checkpoint itself records the commit).
 CommitHook = Callable[..., Awaitable[Mapping[str, Any] | None]]
-# How far back ``is_committed`` walks a thread's lineage past its recent window.
-_LINEAGE_WALK_LIMIT = 1000
 
 
 class WorkflowSource(Protocol):
@@ -104,6 +102,8 @@ class RunService:
         self.store = store
         self.spec = spec
         self.pointers = pointers
+        # The one answer to "did checkpoint X commit?" (replays, background runs, forks).
+        self.ledger = CommitLedger(store, pointers)
 
     async def _prepare(self, request: RunRequest, head: AfterSave | None = None) -> PreparedRun:
         """Load and validate the checkpoint and hydrate a fresh workflow; run nothing."""
@@ -152,47 +152,9 @@ class RunService:
             await head.after_save(saved.checkpoint_id)
         return body, rendered
 
-    async def checkpoint_metadata(self, checkpoint_id: str) -> dict[str, Any] | None:
-        """A saved checkpoint's metadata (it is read whole: MAC and guard as for a resume);
-        None if there is no such checkpoint."""
-        try:
-            return (await self.store.load(checkpoint_id)).metadata
-        except CheckpointNotFound:
-            return None
-
     async def is_committed(self, checkpoint_id: str, thread_id: str | None) -> bool:
-        """Whether a checkpoint was committed: saved, and for a thread turn, in its lineage
-        (the head, the recent list, or further back along the parent links).
-
-        Decided by the links alone, never by timestamps (each written by its instance's own
-        clock): a lineage is a chain, so a walk that reaches the checkpoint's parent without
-        passing the checkpoint has found another child of that parent in its place.
-        """
-        try:
-            target = await self.store.get_info(checkpoint_id)
-        except CheckpointNotFound:
-            return False
-        if thread_id is None:
-            return True
-        head = await self.pointers.read(thread_id)
-        if checkpoint_id == head.checkpoint_id or checkpoint_id in head.recent:
-            return True
-        if head.turns <= len(head.recent) or target.previous_checkpoint_id in head.recent:
-            return False  # the recent list is the whole lineage, or holds the parent's child
-        return await self._older_lineage_holds(head.recent[-1] if head.recent else None, target)
-
-    async def _older_lineage_holds(self, cursor: str | None, target: CheckpointInfo) -> bool:
-        for _ in range(_LINEAGE_WALK_LIMIT):
-            if cursor is None or cursor == target.previous_checkpoint_id:
-                break
-            if cursor == target.checkpoint_id:
-                return True
-            try:
-                info = await self.store.get_info(cursor)
-            except CheckpointNotFound:
-                break
-            cursor = info.previous_checkpoint_id
-        return False
+        """Whether a checkpoint was committed (``CommitLedger.committed``)."""
+        return await self.ledger.committed(checkpoint_id, thread_id)
 
     async def validate(self, request: RunRequest) -> None:
         """Load, validate and hydrate, then discard: what a run would refuse, refused now
