@@ -1,8 +1,8 @@
 """Azure Functions entry point: the triggers only, each one line into ``functions_adapter``.
 
-HTTP → parse and authorize (``functions_adapter.routes``, ``turns``) → load, resume in one
+HTTP → parse and authorize (``functions_adapter.api.routes``, ``turns``) → load, resume in one
 run, save (``resumable.core``: ``RunService``, ``RunOwner``) → respond (``responses``, ``sse``).
-Background runs: ``functions_adapter.background_api`` / ``queue_triggers`` over
+Background runs: ``functions_adapter.api.background_api`` / ``queue_triggers`` over
 ``resumable.background``. MCP tools (the host's ``/runtime/webhooks/mcp``): ``functions_adapter.mcp``.
 Thread housekeeping: ``maintenance`` over ``resumable.threads``.
 """
@@ -13,7 +13,8 @@ import json
 import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response
 
-from functions_adapter import routes, service_info, telemetry, webhooks
+from functions_adapter import service_info, telemetry, webhooks
+from functions_adapter.api import routes
 from functions_adapter.mcp import contract as mcp
 
 # The queue triggers, the timer and the Responses routes import their modules on first use,
@@ -67,7 +68,7 @@ async def fail_poisoned_run(message: func.QueueMessage) -> None:
 @app.route(route="threads", methods=["GET"])
 async def list_threads(req: Request) -> Response:
     """The threads the caller may use, a page at a time (``prefix``, ``limit``, ``cursor``)."""
-    from functions_adapter import thread_list  # noqa: PLC0415 - on first use
+    from functions_adapter.api import thread_list  # noqa: PLC0415 - on first use
 
     return await thread_list.handle_list(req)
 
@@ -111,7 +112,7 @@ async def get_checkpoint(req: Request) -> Response:
 @app.route(route="responses", methods=["POST"])
 async def responses(req: Request) -> Response:
     """OpenAI Responses API: a turn (new, continued, or on a conversation), as a response."""
-    from functions_adapter import responses_api  # noqa: PLC0415 - on first use
+    from functions_adapter.openai import responses_api  # noqa: PLC0415 - on first use
 
     return await responses_api.handle_create(req)
 
@@ -119,7 +120,7 @@ async def responses(req: Request) -> Response:
 @app.route(route="responses/{response_id}", methods=["GET"])
 async def get_response(req: Request) -> Response:
     """A stored response; with ``?stream=true``, its events (``starting_after=N``), then live."""
-    from functions_adapter import responses_api  # noqa: PLC0415 - on first use
+    from functions_adapter.openai import responses_api  # noqa: PLC0415 - on first use
 
     return await responses_api.handle_get(req, req.path_params.get("response_id", ""))
 
@@ -127,7 +128,7 @@ async def get_response(req: Request) -> Response:
 @app.route(route="responses/{response_id}", methods=["DELETE"])
 async def delete_response(req: Request) -> Response:
     """Delete a finished response (its record); the checkpoint it saved stays."""
-    from functions_adapter import responses_api  # noqa: PLC0415 - on first use
+    from functions_adapter.openai import responses_api  # noqa: PLC0415 - on first use
 
     return await responses_api.handle_delete(req, req.path_params.get("response_id", ""))
 
@@ -135,7 +136,7 @@ async def delete_response(req: Request) -> Response:
 @app.route(route="responses/{response_id}/cancel", methods=["POST"])
 async def cancel_response(req: Request) -> Response:
     """Cancel a background response: a queued one never starts, a running one commits nothing."""
-    from functions_adapter import responses_api  # noqa: PLC0415 - on first use
+    from functions_adapter.openai import responses_api  # noqa: PLC0415 - on first use
 
     return await responses_api.handle_cancel(req, req.path_params.get("response_id", ""))
 
@@ -143,7 +144,7 @@ async def cancel_response(req: Request) -> Response:
 @app.route(route="responses/{response_id}/input_items", methods=["GET"])
 async def response_input_items(req: Request) -> Response:
     """The input a response was created with, a page at a time."""
-    from functions_adapter import responses_api  # noqa: PLC0415 - on first use
+    from functions_adapter.openai import responses_api  # noqa: PLC0415 - on first use
 
     return await responses_api.handle_input_items(req, req.path_params.get("response_id", ""))
 
@@ -151,7 +152,7 @@ async def response_input_items(req: Request) -> Response:
 @app.route(route="conversations", methods=["POST"])
 async def create_conversation(req: Request) -> Response:
     """OpenAI Conversations API: a new thread with a generated ID (and optional metadata)."""
-    from functions_adapter import conversations_api  # noqa: PLC0415 - on first use
+    from functions_adapter.openai import conversations_api  # noqa: PLC0415 - on first use
 
     return await conversations_api.handle_create(req)
 
@@ -159,7 +160,7 @@ async def create_conversation(req: Request) -> Response:
 @app.route(route="conversations/{conversation_id}", methods=["GET"])
 async def get_conversation(req: Request) -> Response:
     """A conversation (a thread): its ID, creation time and metadata."""
-    from functions_adapter import conversations_api  # noqa: PLC0415 - on first use
+    from functions_adapter.openai import conversations_api  # noqa: PLC0415 - on first use
 
     return await conversations_api.handle_get(req, req.path_params.get("conversation_id", ""))
 
@@ -167,7 +168,7 @@ async def get_conversation(req: Request) -> Response:
 @app.route(route="conversations/{conversation_id}", methods=["POST"])
 async def update_conversation(req: Request) -> Response:
     """Replace a conversation's metadata."""
-    from functions_adapter import conversations_api  # noqa: PLC0415 - on first use
+    from functions_adapter.openai import conversations_api  # noqa: PLC0415 - on first use
 
     return await conversations_api.handle_update(req, req.path_params.get("conversation_id", ""))
 
@@ -175,7 +176,7 @@ async def update_conversation(req: Request) -> Response:
 @app.route(route="conversations/{conversation_id}", methods=["DELETE"])
 async def delete_conversation(req: Request) -> Response:
     """Delete a conversation: its thread, whole, as DELETE /api/threads/{id} does."""
-    from functions_adapter import conversations_api  # noqa: PLC0415 - on first use
+    from functions_adapter.openai import conversations_api  # noqa: PLC0415 - on first use
 
     return await conversations_api.handle_delete(req, req.path_params.get("conversation_id", ""))
 
@@ -183,7 +184,7 @@ async def delete_conversation(req: Request) -> Response:
 @app.route(route="conversations/{conversation_id}/items", methods=["GET"])
 async def conversation_items(req: Request) -> Response:
     """A conversation's messages, read back from its turns' checkpoints, a page at a time."""
-    from functions_adapter import conversations_api  # noqa: PLC0415 - on first use
+    from functions_adapter.openai import conversations_api  # noqa: PLC0415 - on first use
 
     return await conversations_api.handle_items(req, req.path_params.get("conversation_id", ""))
 

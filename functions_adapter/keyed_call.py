@@ -12,12 +12,11 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
+from functions_adapter.settings import Settings
+from functions_adapter.wiring import idempotency_store
 from resumable.core.held_claim import HeldClaim
 from resumable.core.idempotency import WEBHOOK_ID, StoredResponse, fingerprint
 from resumable.core.runs import RunService
-
-from .settings import Settings
-from .wiring import idempotency_store
 
 
 @dataclass(frozen=True, slots=True)

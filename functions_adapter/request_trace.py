@@ -14,12 +14,11 @@ from fastapi.responses import StreamingResponse
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
+from functions_adapter.http_responses import error_response
+from functions_adapter.settings import SettingsError
+from functions_adapter.wiring import MISCONFIGURED
 from resumable.base import tracing
 from resumable.base.errors import ResumeError, ServerMisconfigured
-
-from .responses import error_response
-from .settings import SettingsError
-from .wiring import MISCONFIGURED
 
 logger = logging.getLogger(__name__)
 

@@ -18,13 +18,12 @@ from typing import Any
 
 from fastapi import Request, Response
 
+from functions_adapter.http_responses import json_response
+from functions_adapter.request_trace import traced
+from functions_adapter.settings import SettingsError
+from functions_adapter.wiring import workflow_spec
 from resumable import __version__
 from resumable.checkpoints.af_internals import AGENT_FRAMEWORK_VERSION
-
-from .request_trace import traced
-from .responses import json_response
-from .settings import SettingsError
-from .wiring import workflow_spec
 
 logger = logging.getLogger(__name__)
 DOCUMENT = Path(__file__).with_name("openapi.json")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .settings import TelemetrySettings
+from functions_adapter.settings import TelemetrySettings
 
 logger = logging.getLogger(__name__)
 _configured = False

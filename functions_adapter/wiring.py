@@ -12,6 +12,7 @@ from typing import Any
 
 from azure.storage.blob.aio import ContainerClient
 
+from functions_adapter.settings import Settings, SettingsError
 from resumable.base.errors import ServerMisconfigured
 from resumable.checkpoints import cache as checkpoint_cache
 from resumable.checkpoints.blob_store import BlobCheckpointStorage
@@ -22,8 +23,6 @@ from resumable.core.idempotency import IdempotencyStore
 from resumable.core.runs import RunService
 from resumable.storage.clients import container_client
 from resumable.threads.pointers import ThreadPointers
-
-from .settings import Settings, SettingsError
 
 logger = logging.getLogger(__name__)
 MISCONFIGURED = "The function app is not configured correctly; see its logs."

@@ -8,7 +8,7 @@ thread. Updating replaces the metadata; deleting is ``DELETE /api/threads/{id}``
 deletion, whole; items are the thread's messages, read back from its turns' checkpoints
 (``resumable.threads.transcript``). The thread authorizer is asked first, and a thread
 another origin made is refused, as on every thread route. Errors are in OpenAI's shape
-(``openai_objects.openai_error``).
+(``openai.objects.openai_error``).
 """
 
 from __future__ import annotations
@@ -20,21 +20,20 @@ from typing import Any
 
 from fastapi import Request, Response
 
+from functions_adapter.api import thread_api
+from functions_adapter.api.routes import read_body, require_json, verify_signature
+from functions_adapter.http_responses import json_response
+from functions_adapter.openai.objects import openai_error, with_param
+from functions_adapter.params import json_object, one_of, whole_number
+from functions_adapter.request_trace import traced
+from functions_adapter.settings import Settings
+from functions_adapter.wiring import build_service, container_for, load_settings
 from resumable.base.errors import CheckpointNotFound, InvalidRequest, RequestInProgress, ThreadNotFound
 from resumable.threads.admin import Metadata, ThreadMetadata
 from resumable.threads.delete import delete_thread
 from resumable.threads.listing import validate_prefix
 from resumable.threads.pointers import ThreadHead, expired
 from resumable.threads.transcript import ThreadMessage, messages_page
-
-from . import thread_api
-from .openai_objects import openai_error, with_param
-from .params import json_object, one_of, whole_number
-from .request_trace import traced
-from .responses import json_response
-from .routes import read_body, require_json, verify_signature
-from .settings import Settings
-from .wiring import build_service, container_for, load_settings
 
 PREFIX = "conv_"
 # conv_<creation time, 8 hex digits of Unix seconds><96 random bits>: the ID carries its

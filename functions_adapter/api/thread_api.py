@@ -9,6 +9,11 @@ from typing import Any
 
 from fastapi import Request, Response
 
+from functions_adapter.authorization import ADAPTER_ORIGIN, authorize, check_owner, origin_of
+from functions_adapter.http_responses import json_response
+from functions_adapter.params import whole_number
+from functions_adapter.settings import Settings
+from functions_adapter.wiring import build_service, container_for, load_settings
 from resumable.base import strict_json
 from resumable.base.errors import CheckpointNotFound, InvalidRequest, PreconditionFailed, ThreadNotFound
 from resumable.base.ids import validate_id
@@ -16,12 +21,6 @@ from resumable.core.runs import RunService
 from resumable.threads.admin import MAX_PAGE, ThreadMetadata, history
 from resumable.threads.delete import delete_thread
 from resumable.threads.pointers import ThreadHead, expired
-
-from .authorization import ADAPTER_ORIGIN, authorize, check_owner, origin_of
-from .params import whole_number
-from .responses import json_response
-from .settings import Settings
-from .wiring import build_service, container_for, load_settings
 
 logger = logging.getLogger(__name__)
 DEFAULT_PAGE = 20

@@ -28,6 +28,11 @@ from typing import Any
 from fastapi import Response
 from fastapi.responses import StreamingResponse
 
+from functions_adapter.http_responses import JSON_MEDIA_TYPE, render_json
+from functions_adapter.openai.events import Frame, ResponseEvents
+from functions_adapter.openai.objects import OutcomeUnknown, render
+from functions_adapter.openai.response_records import PendingRecord
+from functions_adapter.sse import KEEPALIVE, MEDIA_TYPE, sse_event
 from resumable.base.cancel_safe import finish_even_if_cancelled
 from resumable.base.errors import ResumeError, StorageUnavailable
 from resumable.core.claim import TaskOwner
@@ -35,12 +40,6 @@ from resumable.core.event_pump import IdleTick
 from resumable.core.held_claim import HeldClaim
 from resumable.core.idempotency import StoredResponse
 from resumable.core.runs import Event
-
-from .openai_events import Frame, ResponseEvents
-from .openai_objects import OutcomeUnknown, render
-from .response_records import PendingRecord
-from .responses import JSON_MEDIA_TYPE, render_json
-from .sse import KEEPALIVE, MEDIA_TYPE, sse_event
 
 logger = logging.getLogger(__name__)
 _STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 from fastapi import Request, Response
 
+from functions_adapter.authorization import authorize, origin_of
+from functions_adapter.http_responses import json_response
+from functions_adapter.params import whole_number
+from functions_adapter.request_trace import traced
+from functions_adapter.wiring import build_service, container_for, load_settings
 from resumable.base.errors import Forbidden
 from resumable.threads.listing import MAX_LIST_PAGE, ThreadSummary, list_threads
-
-from .authorization import authorize, origin_of
-from .params import whole_number
-from .request_trace import traced
-from .responses import json_response
-from .wiring import build_service, container_for, load_settings
 
 ROUTE = "list"
 DEFAULT_LIMIT = 20
