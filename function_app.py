@@ -65,6 +65,14 @@ async def fail_poisoned_run(message: func.QueueMessage) -> None:
     await queue_triggers.handle_poisoned(message)
 
 
+@app.route(route="threads", methods=["GET"])
+async def list_threads(req: Request) -> Response:
+    """The threads the caller may use, a page at a time (``prefix``, ``limit``, ``cursor``)."""
+    from functions_adapter.api import thread_list  # noqa: PLC0415 - on first use
+
+    return await thread_list.handle_list(req)
+
+
 @app.route(route="threads/{thread_id}/runs", methods=["POST"])
 async def thread_runs(req: Request) -> Response:
     """A turn on a named conversation: resumes from its head, advances it by compare-and-swap."""
@@ -147,6 +155,46 @@ async def ag_ui(req: Request) -> Response:
     from functions_adapter import ag_ui  # noqa: PLC0415 - on first use
 
     return await ag_ui.handle_run(req)
+
+
+@app.route(route="conversations", methods=["POST"])
+async def create_conversation(req: Request) -> Response:
+    """OpenAI Conversations API: a new thread with a generated ID (and optional metadata)."""
+    from functions_adapter.openai import conversations_api  # noqa: PLC0415 - on first use
+
+    return await conversations_api.handle_create(req)
+
+
+@app.route(route="conversations/{conversation_id}", methods=["GET"])
+async def get_conversation(req: Request) -> Response:
+    """A conversation (a thread): its ID, creation time and metadata."""
+    from functions_adapter.openai import conversations_api  # noqa: PLC0415 - on first use
+
+    return await conversations_api.handle_get(req, req.path_params.get("conversation_id", ""))
+
+
+@app.route(route="conversations/{conversation_id}", methods=["POST"])
+async def update_conversation(req: Request) -> Response:
+    """Replace a conversation's metadata."""
+    from functions_adapter.openai import conversations_api  # noqa: PLC0415 - on first use
+
+    return await conversations_api.handle_update(req, req.path_params.get("conversation_id", ""))
+
+
+@app.route(route="conversations/{conversation_id}", methods=["DELETE"])
+async def delete_conversation(req: Request) -> Response:
+    """Delete a conversation: its thread, whole, as DELETE /api/threads/{id} does."""
+    from functions_adapter.openai import conversations_api  # noqa: PLC0415 - on first use
+
+    return await conversations_api.handle_delete(req, req.path_params.get("conversation_id", ""))
+
+
+@app.route(route="conversations/{conversation_id}/items", methods=["GET"])
+async def conversation_items(req: Request) -> Response:
+    """A conversation's messages, read back from its turns' checkpoints, a page at a time."""
+    from functions_adapter.openai import conversations_api  # noqa: PLC0415 - on first use
+
+    return await conversations_api.handle_items(req, req.path_params.get("conversation_id", ""))
 
 
 def _mcp_tool(tool: mcp.Tool) -> dict[str, object]:

@@ -103,16 +103,21 @@ def pointed_at(name: str, folder: Path, base: str, headers: dict[str, str] | Non
 
 def httpyac_run(path: Path) -> tuple[dict[str, Any], list[Exchange]]:
     """``httpyac send <path> --all`` with machine-readable output: its summary, and each exchange."""
-    done = subprocess.run(
-        [str(HTTPYAC), "send", str(path), "--all", "-o", "exchange", "--json"],
-        cwd=path.parent,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert done.stdout.strip().startswith("{"), done.stdout[-2000:] + done.stderr[-2000:]
-    result = json.loads(done.stdout)
+    # To a file, not a pipe: node exits before a pipe takes more than 64 KiB of its output.
+    output = path.with_suffix(".out.json")
+    with output.open("w") as sink:
+        done = subprocess.run(
+            [str(HTTPYAC), "send", str(path), "--all", "-o", "exchange", "--json"],
+            cwd=path.parent,
+            stdout=sink,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+    stdout = output.read_text()
+    assert stdout.strip().startswith("{"), stdout[-2000:] + done.stderr[-2000:]
+    result = json.loads(stdout)
     exchanges = []
     for request in result["requests"]:
         response = request.get("response")

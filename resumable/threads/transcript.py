@@ -29,7 +29,7 @@ from typing import Any
 from ..base import strict_json
 from ..base.errors import CheckpointNotFound, InvalidRequest, ThreadNotFound
 from ..checkpoints.blob_store import BlobCheckpointStorage
-from .pointers import ThreadPointers
+from .pointers import ThreadPointers, expired
 
 TRANSCRIPT = "transcript"
 MAX_TRANSCRIPT_CHARS = 64 * 1024
@@ -118,7 +118,8 @@ async def messages_page(
     newest_first: bool = True,
 ) -> tuple[list[ThreadMessage], bool]:
     """One page of the thread's messages and whether more follow. ``ThreadNotFound`` if the
-    thread has no turns (callers decide whether an empty thread exists)."""
+    thread has no turns (callers decide whether an empty thread exists); ``ThreadExpired``
+    if retention removed its head checkpoint, as for a turn."""
     head = await pointers.read(thread_id)
     if head.checkpoint_id is None or head.deleting:
         raise ThreadNotFound(f"Thread '{thread_id}' has no turns yet.")
@@ -132,7 +133,7 @@ async def messages_page(
         # not read for nothing.
         cursor = info.previous_checkpoint_id if start[1] == 0 else start[0]
     if newest_first:
-        return await _newest_first(store, cursor, start, limit)
+        return await _newest_first(store, cursor, start, limit, None if start is not None else thread_id)
     return await _oldest_first(store, head.checkpoint_id, thread_id, start, limit)
 
 
@@ -153,13 +154,17 @@ async def _turn(store: BlobCheckpointStorage, checkpoint_id: str) -> tuple[list[
 
 
 async def _newest_first(
-    store: BlobCheckpointStorage, cursor: str | None, start: tuple[str, int] | None, limit: int
+    store: BlobCheckpointStorage, cursor: str | None, start: tuple[str, int] | None, limit: int, at_head: str | None
 ) -> tuple[list[ThreadMessage], bool]:
+    """``at_head``: the thread whose head ``cursor`` is (its absence: the thread expired)."""
     page: list[ThreadMessage] = []
     while cursor is not None:
         turn = await _turn(store, cursor)
         if turn is None:
+            if at_head is not None:
+                raise expired(at_head)
             return page, False
+        at_head = None
         messages, parent = turn
         if start is not None and cursor == start[0]:
             messages = messages[: start[1]]
@@ -183,6 +188,8 @@ async def _oldest_first(
                 details={"param": "order"},
             )
         info = await _info(store, cursor)
+        if info is None and cursor == head:
+            raise expired(thread_id)
         if info is None or info.thread_id != thread_id:
             break
         lineage.append(cursor)

@@ -100,6 +100,23 @@ async def test_history_limit(host: FunctionHost) -> None:
         assert "limit" in error["message"]
 
 
+async def test_thread_listing_and_conversation_items(host: FunctionHost) -> None:
+    created = await host.request("POST", "/api/conversations", json_body={})
+    items = f"/api/conversations/{(await created.json())['id']}/items"
+    for path in ("/api/threads", items):
+        for value in [*NUMBERS, "0", "101"]:
+            answer = await host.request("GET", path, query=_q("limit", value))
+            error = await _error(answer)
+            param = error.get("param") or error.get("details", {}).get("param")  # OpenAI's shape, or ours
+            assert (answer.status, error["code"], param) == (400, "invalid_request", "limit"), value
+    for value in ["ASC", "", "[]", "\u00b2", HUGE]:
+        answer = await host.request("GET", items, query=_q("order", value))
+        assert (answer.status, (await _error(answer)).get("param")) == (400, "order"), value
+    for value in ["../x", ".x", "a/b", "a" * 200, "\u00e9"]:
+        answer = await host.request("GET", "/api/threads", query=_q("prefix", value))
+        assert (answer.status, (await _error(answer))["code"]) == (400, "invalid_request"), value
+
+
 async def test_background_headers(host: FunctionHost, queue_env: str) -> None:
     accepted = await host.request(
         "POST", "/api/runs", json_body={"messages": "stay"}, headers={"Prefer": "respond-async"}
@@ -120,6 +137,7 @@ async def test_background_headers(host: FunctionHost, queue_env: str) -> None:
 async def test_content_length(host: FunctionHost) -> None:
     body = json.dumps({"messages": "hi"}).encode()
     routes = [("POST", "/api/runs"), ("POST", "/api/responses"), ("POST", "/api/threads/t1/runs")]
+    routes += [("POST", "/api/conversations"), ("POST", "/api/conversations/c1")]
     for method, path in [*routes, ("PUT", "/api/threads/t1/metadata")]:
         for value, status in [(HUGE, 413), ("-1", 400), ("1.5", 400), ("[1]", 400), ("\u00b2", 400)]:
             headers = {"content-type": "application/json", "content-length": value}
@@ -135,8 +153,10 @@ async def test_malformed_json_says_what_and_where(host: FunctionHost) -> None:
         (b"\xff{}", "not UTF-8: byte 0xff at offset 0"),
         (b"[1]", "must be a JSON object, not an array"),
     ]
-    for path in ("/api/runs", "/api/responses", "/api/threads/t1/runs"):
+    for path in ("/api/runs", "/api/responses", "/api/threads/t1/runs", "/api/conversations", "/api/conversations/c1"):
         for body, said in cases:
+            if body == b"" and path.startswith("/api/conversations"):
+                continue  # a conversation's create and update bodies are all optional: empty is {}
             answer = await host.request("POST", path, body=body, headers={"content-type": "application/json"})
             error = await _error(answer)
             assert (answer.status, error["code"]) == (400, "invalid_request"), (path, body)

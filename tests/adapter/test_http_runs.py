@@ -378,6 +378,12 @@ def test_routes_and_auth_levels_are_registered_as_documented(host: FunctionHost)
         ("cancel_response", ("POST",), "FUNCTION"),
         ("response_input_items", ("GET",), "FUNCTION"),
         ("ag_ui", ("POST",), "FUNCTION"),
+        ("list_threads", ("GET",), "FUNCTION"),
+        ("create_conversation", ("POST",), "FUNCTION"),
+        ("get_conversation", ("GET",), "FUNCTION"),
+        ("update_conversation", ("POST",), "FUNCTION"),
+        ("delete_conversation", ("DELETE",), "FUNCTION"),
+        ("conversation_items", ("GET",), "FUNCTION"),
         ("health", ("GET",), "ANONYMOUS"),
         ("openapi", ("GET",), "ANONYMOUS"),
     }

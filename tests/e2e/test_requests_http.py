@@ -38,7 +38,7 @@ def _expected(exchange: Exchange) -> set[int]:
     if "respond-async" in exchange.headers.get("prefer", ""):
         return {202}
     if exchange.method == "DELETE":
-        return {200} if "/responses/" in exchange.url else {204}
+        return {200} if "/responses/" in exchange.url or "/conversations/" in exchange.url else {204}
     if exchange.url.endswith("/cancel"):
         return {200, 409}  # 409 if the queue runner finished the run first
     return {200}
@@ -49,7 +49,7 @@ def _check_requests_http(exchanges: list[Exchange]) -> None:
     import function_app  # the routes the file must reach
 
     _, written = parse_http_file((EXAMPLES / "requests.http").read_text())
-    assert len(exchanges) == len(written) == 27
+    assert len(exchanges) == len(written) == 34
     routes = FunctionHost(function_app.app)
     covered = set()
     for exchange in exchanges:
@@ -74,12 +74,17 @@ def _check_requests_http(exchanges: list[Exchange]) -> None:
     assert json.loads(status.body)["status"] == "succeeded", status.body
     (stream,) = [e for e in exchanges if e.url.endswith("/stream")]
     assert "event: done" in stream.body
+    listed = json.loads(by_path["GET /api/threads"].body)
+    assert [t["thread_id"] for t in listed["threads"]] == ["ticket-42"] and listed["next_cursor"] is None
+    conversation = json.loads(next(e.body for e in exchanges if e.url.endswith("/api/conversations")))
+    items = json.loads(by_path[f"GET /api/conversations/{conversation['id']}/items"].body)
+    assert items["data"][0]["content"][0]["text"] == "Hello, conversation."
 
 
 def test_httpyac_runs_every_request_of_requests_http(served: Serving, tmp_path: Path) -> None:
     result, exchanges = httpyac_run(pointed_at("requests.http", tmp_path, served.base))
     summary = result["summary"]
-    assert summary["successRequests"] == summary["totalRequests"] == 27, summary
+    assert summary["successRequests"] == summary["totalRequests"] == 34, summary
     assert summary["erroredRequests"] == summary["failedRequests"] == 0, summary
     _check_requests_http(exchanges)
 

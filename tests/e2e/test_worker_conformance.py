@@ -61,6 +61,12 @@ HTTP_FUNCTIONS = {
     "delete_response": ("responses/{response_id}", {"DELETE"}, "FUNCTION"),
     "cancel_response": ("responses/{response_id}/cancel", {"POST"}, "FUNCTION"),
     "response_input_items": ("responses/{response_id}/input_items", {"GET"}, "FUNCTION"),
+    "list_threads": ("threads", {"GET"}, "FUNCTION"),
+    "create_conversation": ("conversations", {"POST"}, "FUNCTION"),
+    "get_conversation": ("conversations/{conversation_id}", {"GET"}, "FUNCTION"),
+    "update_conversation": ("conversations/{conversation_id}", {"POST"}, "FUNCTION"),
+    "delete_conversation": ("conversations/{conversation_id}", {"DELETE"}, "FUNCTION"),
+    "conversation_items": ("conversations/{conversation_id}/items", {"GET"}, "FUNCTION"),
     "health": ("health", {"GET"}, "ANONYMOUS"),
     "openapi": ("openapi.json", {"GET"}, "ANONYMOUS"),
 }

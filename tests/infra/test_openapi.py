@@ -46,7 +46,7 @@ def test_every_error_status_uses_a_documented_error_shape() -> None:
                     continue
                 schema = response["content"]["application/json"]["schema"]
                 assert schema.get("$ref") in ERROR_SHAPES, f"{method.upper()} {path} {status}"
-                responses_route = path.startswith("/api/responses")
+                responses_route = path.startswith(("/api/responses", "/api/conversations"))
                 expected = "OpenAIError" if responses_route else "Error"
                 assert schema["$ref"].endswith("/" + expected), f"{method.upper()} {path} {status}"
                 checked += 1
