@@ -67,6 +67,7 @@ HTTP_FUNCTIONS = {
     "update_conversation": ("conversations/{conversation_id}", {"POST"}, "FUNCTION"),
     "delete_conversation": ("conversations/{conversation_id}", {"DELETE"}, "FUNCTION"),
     "conversation_items": ("conversations/{conversation_id}/items", {"GET"}, "FUNCTION"),
+    "ag_ui": ("ag-ui", {"POST"}, "FUNCTION"),
     "health": ("health", {"GET"}, "ANONYMOUS"),
     "openapi": ("openapi.json", {"GET"}, "ANONYMOUS"),
 }
