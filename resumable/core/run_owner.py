@@ -102,12 +102,20 @@ class RunOwner:
             raise  # unreachable: _raise always raises
 
     async def _raise(self, exc: BaseException) -> Any:
-        """Finish with ``exc`` as the library reports it, then raise that."""
+        """Finish with ``exc`` as the library reports it, then raise that.
+
+        The raised error's traceback holds this frame, whose locals hold the error: a
+        cycle that would keep every frame of the failed call (its workflow, its
+        checkpoint) alive until the cycle collector ran. The locals are dropped on the way out.
+        """
         error = library_error(exc)
-        await self._finish(None, error)
-        if error is exc:
-            raise exc
-        raise error from exc
+        try:
+            await self._finish(None, error)
+            if error is exc:
+                raise exc
+            raise error from exc
+        finally:
+            del error, exc
 
     async def _owned(self, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
         """Runs in the task that drives the stream: the one ``finally`` of a streamed call."""

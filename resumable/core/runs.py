@@ -18,6 +18,7 @@ from agent_framework import Workflow, WorkflowCheckpoint, WorkflowEvent
 from ..base import strict_json
 from ..base.errors import CheckpointNotFound, ResumeError, WorkflowFailed
 from ..base.tracing import RequestScope, within
+from ..checkpoints import af_internals
 from ..checkpoints.blob_store import BlobCheckpointStorage
 from ..checkpoints.info import CheckpointInfo
 from ..threads.pointers import ThreadPointers
@@ -114,6 +115,9 @@ class RunService:
         # of requests takes turns with the event loop instead of running each step for all.
         await asyncio.sleep(0)
         workflow = self.spec.build()
+        # Without this, the executors (and the state hydrated into them) outlive the call
+        # until the cycle collector runs (``af_internals.unlink_handlers`` says why).
+        af_internals.unlink_handlers(workflow)
         await asyncio.sleep(0)
         return await prepare_run(workflow, checkpoint, request.turn, stream=request.stream)
 
