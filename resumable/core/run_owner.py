@@ -132,7 +132,12 @@ class RunOwner:
             error = library_error(exc)
             raise
         finally:
-            await self._finish(body, error if body is None else None)
+            try:
+                await self._finish(body, error if body is None else None)
+            finally:
+                # The error propagating (a cancellation) has this frame in its traceback:
+                # holding it here would be a cycle that keeps the whole call alive.
+                error = None
 
     async def _finish(self, body: bytes | None, error: BaseException | None) -> None:
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 import tracemalloc
 import weakref
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from agent_framework import Message, Workflow, WorkflowCheckpoint
 
 from functions_adapter import wiring
 from functions_adapter.settings import Settings
-from resumable.base.errors import InvalidRequest
+from resumable.base.errors import InvalidRequest, WorkflowFailed
 from resumable.checkpoints.blob_store import BlobCheckpointStorage
 from resumable.checkpoints.cache import CheckpointCache, HeadCache
 from resumable.core.resume import TurnInput
@@ -45,6 +46,14 @@ def no_cycle_collector() -> Iterator[None]:
     finally:
         gc.enable()
         gc.collect()
+
+
+@pytest.fixture
+def unlogged_failures(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The failure logs keep their exception (and its frames) in pytest's log capture,
+    which a real log handler would format and drop: silence them for the memory check."""
+    for name in ("resumable.core.resume", "resumable.core.runs", "resumable.core.event_pump"):
+        monkeypatch.setattr(logging.getLogger(name), "disabled", True)
 
 
 class Watched:
@@ -161,6 +170,36 @@ async def test_a_refused_call_leaves_nothing_behind(storage_env: str, no_cycle_c
     for _ in range(3):
         with pytest.raises(InvalidRequest):
             await RunOwner(svc, RunRequest(base, TurnInput(responses={"nope": "yes"}), False)).result()
+    assert "workflow" in {label for label, _ in watched.refs}
+    assert watched.alive() == []
+    assert live_checkpoints() == checkpoints
+
+
+@pytest.mark.parametrize("mode", ["json", "stream", "disconnect"])
+async def test_a_failed_or_abandoned_run_leaves_nothing_behind(
+    recording: Any, no_cycle_collector: None, unlogged_failures: None, mode: str
+) -> None:
+    """A workflow that raises mid-run (collected or streamed), and a stream whose reader
+    leaves after the first event (a client that disconnects): the errors and their frames
+    must not hold the run's workflow and checkpoints."""
+    watched = Watched()
+    svc = service(watched, 128 * MB)
+    base = json.loads(await svc.run_to_json(RunRequest(None, turn("start"), False)))["checkpoint_id"]
+    watched.refs.clear()
+    checkpoints = live_checkpoints()
+    for _ in range(3):
+        if mode == "json":
+            with pytest.raises(WorkflowFailed):
+                await RunOwner(svc, RunRequest(base, turn("fail"), False)).result()
+            continue
+        events = await RunOwner(svc, RunRequest(base, turn("fail" if mode == "stream" else "go"), True)).stream(
+            keepalive_seconds=30
+        )
+        if mode == "stream":
+            assert [name async for name, _ in events][-1] == "error"
+        else:
+            await anext(events)
+            await events.aclose()  # what a server's disconnect does to the body iterator
     assert "workflow" in {label for label, _ in watched.refs}
     assert watched.alive() == []
     assert live_checkpoints() == checkpoints
