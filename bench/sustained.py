@@ -163,6 +163,7 @@ def sustained_table(bench: Bench, report: Report) -> None:
                 f"{on['worst_lag_ms']:.0f}",
                 f"{off['peak_rss_mib']:.0f}",
                 f"{off['worst_lag_ms']:.0f}",
+                " / ".join(f"{b['cpu_share']:.2f}" if "cpu_share" in b else "–" for b in (on, off)),
             ]
         )
     notes = []
@@ -179,12 +180,21 @@ def sustained_table(bench: Bench, report: Report) -> None:
         )
     report.table(
         f"4c. Sustained load: {bursts} bursts of {n} concurrent {size // KB} KB resumes in one fresh process",
-        ["burst", "peak RSS MiB, cache on", "worst lag ms, cache on", "peak RSS MiB, cache off", "lag ms, cache off"],
+        [
+            "burst",
+            "peak RSS MiB, cache on",
+            "worst lag ms, cache on",
+            "peak RSS MiB, cache off",
+            "lag ms, cache off",
+            "CPU share on / off",
+        ],
         rows,
-        "Each burst's peak RSS (the kernel's high-water mark, reset before the burst) and worst 5 ms ticker "
-        "lateness. Cache on is the default `CHECKPOINT_CACHE_BYTES` (128 MiB): it fills over the first bursts, "
-        "then holds. A finished run is freed by reference counting (`tests/library/test_run_memory.py`), so "
-        "nothing waits for the cycle collector. " + "; ".join(notes) + ".",
+        "Each burst's peak RSS (the kernel's high-water mark, reset before the burst) and worst 5 ms "
+        "ticker lateness; the CPU share is the process's CPU time over the burst's wall time (far "
+        "below 1: the machine is busy, and the lag is mostly time spent waiting for a core). Cache on "
+        "is the default `CHECKPOINT_CACHE_BYTES` (128 MiB): it fills over the first bursts, then "
+        "holds. A finished run is freed by reference counting (`tests/library/test_run_memory.py`), "
+        "so nothing waits for the cycle collector. " + "; ".join(notes) + ".",
     )
 
 
