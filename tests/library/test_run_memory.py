@@ -27,6 +27,7 @@ from resumable.base.errors import InvalidRequest, WorkflowFailed
 from resumable.checkpoints import blob_store
 from resumable.checkpoints.blob_store import BlobCheckpointStorage
 from resumable.checkpoints.cache import CheckpointCache, HeadCache
+from resumable.checkpoints.gate import OFF_LOOP_BYTES, cpu
 from resumable.core.resume import TurnInput
 from resumable.core.run_owner import RunOwner
 from resumable.core.runs import RunRequest, RunService
@@ -82,8 +83,13 @@ class WatchedSpec:
         return workflow
 
 
-def live_checkpoints() -> int:
-    """Checkpoint objects alive now (they take no weak references: slots)."""
+async def live_checkpoints() -> int:
+    """Checkpoint objects alive now (they take no weak references: slots).
+
+    The codec thread drops its last job's arguments and result just after handing the
+    result back: a no-op through it first, so the count does not race that ``del``.
+    """
+    await cpu(OFF_LOOP_BYTES, int)
     return sum(isinstance(obj, WorkflowCheckpoint) for obj in gc.get_objects())
 
 
@@ -132,12 +138,12 @@ async def test_a_finished_resume_leaves_no_workflow_executor_or_checkpoint_alive
     svc = service(watched, 128 * MB)
     base = await start(svc, mode)
     watched.refs.clear()
-    checkpoints = live_checkpoints()
+    checkpoints = await live_checkpoints()
     for _ in range(3):
         await call(svc, mode, base)
     assert {"workflow", "executor memory", "executor responder"} <= {label for label, _ in watched.refs}
     assert watched.alive() == []
-    assert live_checkpoints() == checkpoints
+    assert await live_checkpoints() == checkpoints
 
 
 @pytest.mark.parametrize("mode", ["json", "stream", "thread"])
@@ -167,13 +173,13 @@ async def test_a_refused_call_leaves_nothing_behind(storage_env: str, no_cycle_c
     svc = service(watched, 0)
     base = await start(svc, "json")
     watched.refs.clear()
-    checkpoints = live_checkpoints()
+    checkpoints = await live_checkpoints()
     for _ in range(3):
         with pytest.raises(InvalidRequest):
             await RunOwner(svc, RunRequest(base, TurnInput(responses={"nope": "yes"}), False)).result()
     assert "workflow" in {label for label, _ in watched.refs}
     assert watched.alive() == []
-    assert live_checkpoints() == checkpoints
+    assert await live_checkpoints() == checkpoints
 
 
 @pytest.mark.parametrize("mode", ["json", "stream", "disconnect"])
@@ -187,7 +193,7 @@ async def test_a_failed_or_abandoned_run_leaves_nothing_behind(
     svc = service(watched, 128 * MB)
     base = json.loads(await svc.run_to_json(RunRequest(None, turn("start"), False)))["checkpoint_id"]
     watched.refs.clear()
-    checkpoints = live_checkpoints()
+    checkpoints = await live_checkpoints()
     for _ in range(3):
         if mode == "json":
             with pytest.raises(WorkflowFailed):
@@ -203,7 +209,7 @@ async def test_a_failed_or_abandoned_run_leaves_nothing_behind(
             await events.aclose()  # what a server's disconnect does to the body iterator
     assert "workflow" in {label for label, _ in watched.refs}
     assert watched.alive() == []
-    assert live_checkpoints() == checkpoints
+    assert await live_checkpoints() == checkpoints
 
 
 async def test_a_warm_store_remembers_the_sizes_of_recent_loads_only(
