@@ -1,8 +1,8 @@
 """Azure Functions entry point: the triggers only, each one line into ``functions_adapter``.
 
-HTTP → parse and authorize (``functions_adapter.routes``, ``turns``) → load, resume in one
+HTTP → parse and authorize (``functions_adapter.api.routes``, ``turns``) → load, resume in one
 run, save (``resumable.core``: ``RunService``, ``RunOwner``) → respond (``responses``, ``sse``).
-Background runs: ``functions_adapter.background_api`` / ``queue_triggers`` over
+Background runs: ``functions_adapter.api.background_api`` / ``queue_triggers`` over
 ``resumable.background``. MCP tools (the host's ``/runtime/webhooks/mcp``): ``functions_adapter.mcp``.
 Thread housekeeping: ``maintenance`` over ``resumable.threads``.
 """
@@ -13,13 +13,15 @@ import json
 import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response
 
-from functions_adapter import routes, telemetry, webhooks
+from functions_adapter import service_info, telemetry, webhooks
+from functions_adapter.api import routes
 from functions_adapter.mcp import contract as mcp
 
 # The queue triggers, the timer and the Responses routes import their modules on first use,
 # as the HTTP routes do for background runs: a cold start pays only for the synchronous path.
 
 telemetry.configure()
+service_info.check_at_startup()  # a bad WORKFLOW is logged now, not first by a run's 500
 app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
 
 
@@ -102,7 +104,7 @@ async def get_checkpoint(req: Request) -> Response:
 @app.route(route="responses", methods=["POST"])
 async def responses(req: Request) -> Response:
     """OpenAI Responses API: a turn (new, continued, or on a conversation), as a response."""
-    from functions_adapter import responses_api  # noqa: PLC0415 - on first use
+    from functions_adapter.openai import responses_api  # noqa: PLC0415 - on first use
 
     return await responses_api.handle_create(req)
 
@@ -110,7 +112,7 @@ async def responses(req: Request) -> Response:
 @app.route(route="responses/{response_id}", methods=["GET"])
 async def get_response(req: Request) -> Response:
     """A stored response; with ``?stream=true``, its events (``starting_after=N``), then live."""
-    from functions_adapter import responses_api  # noqa: PLC0415 - on first use
+    from functions_adapter.openai import responses_api  # noqa: PLC0415 - on first use
 
     return await responses_api.handle_get(req, req.path_params.get("response_id", ""))
 
@@ -118,7 +120,7 @@ async def get_response(req: Request) -> Response:
 @app.route(route="responses/{response_id}", methods=["DELETE"])
 async def delete_response(req: Request) -> Response:
     """Delete a finished response (its record); the checkpoint it saved stays."""
-    from functions_adapter import responses_api  # noqa: PLC0415 - on first use
+    from functions_adapter.openai import responses_api  # noqa: PLC0415 - on first use
 
     return await responses_api.handle_delete(req, req.path_params.get("response_id", ""))
 
@@ -126,7 +128,7 @@ async def delete_response(req: Request) -> Response:
 @app.route(route="responses/{response_id}/cancel", methods=["POST"])
 async def cancel_response(req: Request) -> Response:
     """Cancel a background response: a queued one never starts, a running one commits nothing."""
-    from functions_adapter import responses_api  # noqa: PLC0415 - on first use
+    from functions_adapter.openai import responses_api  # noqa: PLC0415 - on first use
 
     return await responses_api.handle_cancel(req, req.path_params.get("response_id", ""))
 
@@ -134,9 +136,17 @@ async def cancel_response(req: Request) -> Response:
 @app.route(route="responses/{response_id}/input_items", methods=["GET"])
 async def response_input_items(req: Request) -> Response:
     """The input a response was created with, a page at a time."""
-    from functions_adapter import responses_api  # noqa: PLC0415 - on first use
+    from functions_adapter.openai import responses_api  # noqa: PLC0415 - on first use
 
     return await responses_api.handle_input_items(req, req.path_params.get("response_id", ""))
+
+
+@app.route(route="ag-ui", methods=["POST"])
+async def ag_ui(req: Request) -> Response:
+    """AG-UI: a RunAgentInput on a thread (threadId), answered as an AG-UI event stream."""
+    from functions_adapter import ag_ui  # noqa: PLC0415 - on first use
+
+    return await ag_ui.handle_run(req)
 
 
 def _mcp_tool(tool: mcp.Tool) -> dict[str, object]:
@@ -194,8 +204,14 @@ async def sweep_orphan_checkpoints(timer: func.TimerRequest) -> None:
 
 @app.route(route="health", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 async def health(req: Request) -> Response:
-    """Liveness probe; anonymous, touches no storage."""
-    return await routes.handle_health()
+    """Liveness probe; anonymous, touches no storage; names a setting that keeps runs from working."""
+    return await service_info.handle_health()
+
+
+@app.route(route="openapi.json", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+async def openapi(req: Request) -> Response:
+    """The OpenAPI 3.1 document of every route; anonymous."""
+    return await service_info.handle_openapi(req)
 
 
 # The Slack and GitHub adapters (/api/adapters/...), each only when its signing secret is set;

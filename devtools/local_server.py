@@ -26,6 +26,7 @@ from typing import Any
 import uvicorn
 from azure.functions.queue import QueueMessage
 from fastapi import FastAPI
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp
@@ -45,8 +46,33 @@ def _endpoint(route: Route) -> Callable[[Request], Coroutine[Any, Any, Response]
     return endpoint
 
 
-def _error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+
+
+def _unrouted(host: FunctionHost, admin: bool) -> Callable[[Request, Exception], Coroutine[Any, Any, Response]]:
+    """FastAPI's own 404 and 405 (``{"detail": ...}``) in the app's documented error shape.
+
+    ``Allow`` names every method of every function on the path: GET and DELETE on
+    ``threads/{thread_id}`` are two functions, and Starlette would name only the first.
+    (In Azure the Functions host answers these itself, before the app sees them.)
+    """
+
+    async def handler(request: Request, exc: Exception) -> Response:
+        path, method = request.url.path, request.method
+        allowed = {m for r in host.routes if r.pattern.fullmatch(path) for m in r.methods}
+        if admin and path.startswith("/admin/functions/") and path.count("/") == 3:
+            allowed.add("POST")
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        if status == 405 and allowed:
+            methods = ", ".join(sorted(allowed))
+            message = f"{path} answers {methods}, not {method}."
+            return _error(405, "method_not_allowed", message, {"Allow": methods})
+        if status == 404:
+            return _error(404, "not_found", f"No function of this app answers {method} {path}.")
+        return _error(status, "invalid_request", "The request could not be routed.")
+
+    return handler
 
 
 class AdminInvocations:
@@ -93,6 +119,7 @@ def asgi_app(host: FunctionHost, *, admin: bool = False) -> FastAPI:
     """Every HTTP function of ``host`` on ``/api/<route>``; with ``admin``, the admin endpoint
     too (its invocations are ``app.state.invocations``)."""
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+    app.add_exception_handler(HTTPException, _unrouted(host, admin))
     for route in host.routes:
         app.add_api_route(f"/{ROUTE_PREFIX}/{route.template}", _endpoint(route), methods=sorted(route.methods))
     if admin:
@@ -112,6 +139,23 @@ def asgi_app(host: FunctionHost, *, admin: bool = False) -> FastAPI:
 
         app.add_api_route("/admin/functions/{name}", invoke, methods=["POST"])
     return app
+
+
+class _ShutdownCancellations(logging.Filter):
+    """uvicorn logs a request that its graceful shutdown had to cancel (a stream still open
+    at Ctrl+C) as "Exception in ASGI application" with the ``CancelledError``'s traceback.
+    That is the shutdown working as meant (the run is cancelled, nothing is saved), so it
+    is said in one line instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        kind = record.exc_info[0] if record.exc_info else None
+        if kind is not None and issubclass(kind, asyncio.CancelledError):
+            record.msg, record.args, record.exc_info, record.exc_text = _CANCELLED, (), None, None
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
+_CANCELLED = "A request still open at shutdown was cancelled (a stream's run saves nothing)."
 
 
 class _Server(uvicorn.Server):
@@ -147,6 +191,10 @@ async def served(
         timeout_graceful_shutdown=2,
     )
     server = _Server(config)
+    # Left on: uvicorn logs the cancelled requests after serve() has returned.
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _ShutdownCancellations) for f in uvicorn_log.filters):
+        uvicorn_log.addFilter(_ShutdownCancellations())
     task = asyncio.create_task(server.serve(sockets=None if sock is None else [sock]))
     while not server.started:  # uvicorn exposes a flag, not an event
         if task.done():  # it could not bind: raise what it raised (or say so)

@@ -10,7 +10,8 @@ Core Tools' ``POST /admin/functions/{name}``. Settings come from local.settings.
 ``Values`` (copied from local.settings.sample.json if missing); a variable already set
 wins. Unless ``--no-azurite``, an in-memory Azurite is started on free ports and every
 setting that says ``UseDevelopmentStorage=true`` (or a storage setting left unset)
-points at it. SIGINT or SIGTERM stops the server, the runners and Azurite.
+points at it. SIGINT, SIGTERM or SIGHUP (the terminal closed) stops the server, the
+runners and Azurite.
 """
 
 from __future__ import annotations
@@ -39,10 +40,15 @@ DEV_STORAGE = "usedevelopmentstorage=true"
 # The settings the app's storage lives in: the host's queue connection and the checkpoints.
 STORAGE_SETTINGS = ("AzureWebJobsStorage", "CHECKPOINT_STORAGE")
 logger = logging.getLogger("devtools.serve")
+# Ctrl+C, a kill, and a closed terminal: Azurite runs in a process group of its own (so a
+# terminal's Ctrl+C does not stop it before the app has shut down), so the hangup that a
+# closing terminal sends reaches only this process, which must then stop Azurite itself.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _say(text: str) -> None:
-    print(text, flush=True)
+    with contextlib.suppress(OSError):  # a closed terminal must not stop the clean-up
+        print(text, flush=True)
 
 
 def _reserve(port: int) -> socket.socket | None:
@@ -119,7 +125,7 @@ async def _serve(sock: socket.socket, stop: asyncio.Event) -> None:
 async def _main(sock: socket.socket) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, stop.set)
     await _serve(sock, stop)
 
@@ -140,8 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     if sock is None:
         print(f"Port {args.port} is taken (func start?): stop what listens there, or pass --port.", file=sys.stderr)
         return 1
-    # Until the event loop takes over, SIGTERM unwinds like Ctrl+C, so Azurite is still stopped.
+    # Until the event loop takes over, SIGTERM and SIGHUP unwind like Ctrl+C, so Azurite is still stopped.
     signal.signal(signal.SIGTERM, _exit_on_signal)
+    signal.signal(signal.SIGHUP, _exit_on_signal)
     azurite: Azurite | None = None
     try:
         if not args.no_azurite:
@@ -162,8 +169,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         # A second Ctrl+C must not cut the clean-up short and leave Azurite running.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
         if azurite is not None:
             azurite.stop()
         sock.close()

@@ -9,6 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
+from pathlib import Path
+
+# Run by its path, Python puts examples/ first on sys.path, not the repository root that
+# holds resumable/ and workflows/ (the repository is not an installed package): add it.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent_framework import Message
 from azure.storage.blob.aio import ContainerClient

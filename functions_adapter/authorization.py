@@ -20,12 +20,11 @@ from typing import Any
 
 from starlette.requests import HTTPConnection
 
+from functions_adapter.authorizers import principal_of
+from functions_adapter.settings import SettingsError
+from functions_adapter.webhooks.thread_names import origin_for
 from resumable.base.errors import Forbidden
 from resumable.threads.pointers import ThreadHead
-
-from .authorizers import principal_of
-from .settings import SettingsError
-from .thread_names import origin_for
 
 logger = logging.getLogger(__name__)
 PRINCIPAL_HEADERS = ("x-ms-client-principal", "x-ms-client-principal-id", "x-ms-client-principal-name")

@@ -12,19 +12,25 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
+from functions_adapter.authorization import API_ORIGIN, origin_of
+from functions_adapter.settings import Settings
+from functions_adapter.wiring import idempotency_store
 from resumable.core.held_claim import HeldClaim
 from resumable.core.idempotency import WEBHOOK_ID, StoredResponse, fingerprint
 from resumable.core.runs import RunService
 
-from .settings import Settings
-from .wiring import idempotency_store
-
 
 @dataclass(frozen=True, slots=True)
 class DedupeKey:
+    """A request's key: ``scope`` is the caller's origin (None: the app's function-key
+    callers, whose records keep the names they had before scopes), so a key is one
+    caller's alone: the replay happens before the thread's origin is checked, and another
+    caller sending the same key and body must get its own outcome, not someone else's."""
+
     key: str
     kind: str
     ttl_seconds: int
+    scope: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,15 +59,21 @@ def dedupe_key(request: Request, settings: Settings, *, always_key: bool = False
     ``always_key``: an ``Idempotency-Key`` is honoured even when ``IDEMPOTENCY_HEADERS``
     leaves it out (the Responses routes: an OpenAI client sends no other key).
     """
+    scope = _scope(request)
     if settings.webhook_secrets and settings.webhook_scheme == "standard":
         ttl = max(settings.idempotency_ttl_seconds, 2 * settings.webhook_tolerance_seconds)
-        return DedupeKey(request.headers["webhook-id"], WEBHOOK_ID, ttl)
+        return DedupeKey(request.headers["webhook-id"], WEBHOOK_ID, ttl, scope)
     for header in settings.idempotency_headers:
         key = request.headers.get(header)
         if key is not None:
-            return DedupeKey(key, header, settings.idempotency_ttl_seconds)
+            return DedupeKey(key, header, settings.idempotency_ttl_seconds, scope)
     key = request.headers.get(IDEMPOTENCY_KEY) if always_key else None
-    return None if key is None else DedupeKey(key, IDEMPOTENCY_KEY, settings.idempotency_ttl_seconds)
+    return None if key is None else DedupeKey(key, IDEMPOTENCY_KEY, settings.idempotency_ttl_seconds, scope)
+
+
+def _scope(request: Request) -> str | None:
+    origin = origin_of(request)
+    return None if origin == API_ORIGIN else origin
 
 
 async def begin(
@@ -80,7 +92,7 @@ async def begin(
     """
     if dedupe is None:
         return None
-    store = idempotency_store(settings, service, ttl_seconds=dedupe.ttl_seconds)
+    store = idempotency_store(settings, service, ttl_seconds=dedupe.ttl_seconds, scope=dedupe.scope)
     request_fingerprint = fingerprint(request.method, request.url.path, body)
     begun = await store.begin(dedupe.key, request_fingerprint, kind=dedupe.kind, plan_checkpoint=plan_checkpoint)
     if isinstance(begun, StoredResponse):

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import logging
 
+from functions_adapter.wiring import build_service, load_settings
 from resumable.threads.housekeeping import Report, run_housekeeping
-
-from .wiring import build_service, load_settings
 
 logger = logging.getLogger(__name__)
 

@@ -11,16 +11,15 @@ from typing import Any
 
 import azure.functions as func
 
+from functions_adapter import callbacks
+from functions_adapter.settings import Settings
+from functions_adapter.turns import Turn, build_turn
+from functions_adapter.wiring import build_service, container_for, load_settings
 from resumable.background import BackgroundRuns
 from resumable.background.records import RunRecord
 from resumable.base.errors import InvalidRequest, ServerMisconfigured
 from resumable.base.ids import validate_id
 from resumable.storage.run_queue import RunQueue
-
-from . import callbacks
-from .settings import Settings
-from .turns import Turn, build_turn
-from .wiring import build_service, container_for, load_settings
 
 logger = logging.getLogger(__name__)
 

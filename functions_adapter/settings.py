@@ -11,14 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from resumable.base.errors import ConfigurationError
-from resumable.checkpoints.cache import DEFAULT_CACHE_BYTES
-from resumable.checkpoints.codec import DEFAULT_MAX_CHECKPOINT_BYTES
-from resumable.checkpoints.mac import MacConfigError, MacKey, parse_mac_keys
-from resumable.storage.clients import StorageTarget
-from resumable.storage.run_queue import QueueTarget, validate_queue_name
-
-from .setting_names import (  # noqa: F401 - re-exported: callers and the parity test read the lists here
+from functions_adapter.setting_names import (  # noqa: F401 - re-exported: callers and the parity test read the lists here
     CODE_SETTINGS,
     MODEL_SETTINGS,
     PLATFORM_SETTINGS,
@@ -27,7 +20,13 @@ from .setting_names import (  # noqa: F401 - re-exported: callers and the parity
     TELEMETRY_SETTINGS,
     TUNING_SETTINGS,
 )
-from .signatures import SCHEMES, secret_bytes
+from functions_adapter.signatures import SCHEMES, secret_bytes
+from resumable.base.errors import ConfigurationError
+from resumable.checkpoints.cache import DEFAULT_CACHE_BYTES
+from resumable.checkpoints.codec import DEFAULT_MAX_CHECKPOINT_BYTES
+from resumable.checkpoints.mac import MacConfigError, MacKey, parse_mac_keys
+from resumable.storage.clients import StorageTarget
+from resumable.storage.run_queue import QueueTarget, validate_queue_name
 
 DEFAULT_MAX_REQUEST_BYTES = 1024 * 1024
 # Callback retries: about 5 s, 30 s, 2 min, 10 min, 30 min, 1 h, then every 2 h (the

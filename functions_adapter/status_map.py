@@ -39,6 +39,7 @@ STATUS: dict[type[e.ResumeError], int] = {
     e.ServerMisconfigured: 500,
     e.ThreadUnreadable: 500,
     e.RunRecordUnreadable: 500,
+    e.OutcomeUnknown: 500,
     e.StorageUnavailable: 503,
 }
 
@@ -63,5 +64,10 @@ def status_of(error: e.ResumeError) -> int:
 
 
 def headers_of(error: e.ResumeError) -> dict[str, str]:
+    """``Retry-After`` for an error worth retrying; ``x-should-retry: false`` (the header
+    the OpenAI and Anthropic SDKs obey) for an outcome nobody can tell, which a blind
+    retry could apply twice."""
+    if isinstance(error, e.OutcomeUnknown):
+        return {"x-should-retry": "false"}
     seconds = _lookup(RETRY_AFTER_SECONDS, error)
     return {} if seconds is None else {"Retry-After": str(seconds)}

@@ -10,11 +10,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from functions_adapter.api.request_body import parse_run_request
+from functions_adapter.settings import Settings
 from resumable.core.runs import Runner, RunRequest, RunService
 from resumable.core.thread_turns import ThreadRunner
-
-from .request_body import parse_run_request
-from .settings import Settings
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from typing import Any
 
 from azure.storage.blob.aio import ContainerClient
 
+from functions_adapter.settings import Settings, SettingsError
 from resumable.base.errors import ServerMisconfigured
 from resumable.checkpoints import cache as checkpoint_cache
 from resumable.checkpoints.blob_store import BlobCheckpointStorage
@@ -22,8 +23,6 @@ from resumable.core.idempotency import IdempotencyStore
 from resumable.core.runs import RunService
 from resumable.storage.clients import container_client
 from resumable.threads.pointers import ThreadPointers
-
-from .settings import Settings, SettingsError
 
 logger = logging.getLogger(__name__)
 MISCONFIGURED = "The function app is not configured correctly; see its logs."
@@ -69,11 +68,14 @@ def build_service(settings: Settings) -> RunService:
     return RunService(store, spec, ThreadPointers(container, heads))
 
 
-def idempotency_store(settings: Settings, service: RunService, *, ttl_seconds: int) -> IdempotencyStore:
-    """Records beside the checkpoints; a claim's commit is checked against this service."""
+def idempotency_store(
+    settings: Settings, service: RunService, *, ttl_seconds: int, scope: str | None = None
+) -> IdempotencyStore:
+    """Records beside the checkpoints; a claim's commit is checked against this service.
+    ``scope``: whose keys (``keyed_call.DedupeKey.scope``)."""
     return IdempotencyStore(
         container_for(settings),
         ttl_seconds=ttl_seconds,
-        committed=service.is_committed,
-        metadata=service.checkpoint_metadata,
+        ledger=service.ledger,
+        scope=scope,
     )

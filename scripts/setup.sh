@@ -113,9 +113,16 @@ node_works=20
 httpyac_version=$(awk '/"node_modules\/httpyac": \{/ {found = 1} found && /"version":/ {print; exit}' package-lock.json |
   sed -n 's/.*"version": *"\([^"]*\)".*/\1/p')
 installed_version() { node -p "require('./node_modules/$1/package.json').version" 2>/dev/null; }
+# What npm ci installed from: a package-lock.json that changed since (a new test tool such as
+# @ag-ui/client) installs again.
+lock_digest() { cksum <package-lock.json; }
 node_tools_installed() {
   [ -x node_modules/.bin/azurite-blob ] && [ "$(installed_version azurite)" = "$azurite_version" ] &&
-    [ -x node_modules/.bin/httpyac ] && [ "$(installed_version httpyac)" = "$httpyac_version" ]
+    [ -x node_modules/.bin/httpyac ] && [ "$(installed_version httpyac)" = "$httpyac_version" ] &&
+    [ "$(cat node_modules/.setup-stamp 2>/dev/null)" = "$(lock_digest)" ]
+}
+npm_install() {
+  npm ci --no-audit --no-fund --prefer-offline --loglevel=error && lock_digest >node_modules/.setup-stamp
 }
 if ! command -v node >/dev/null 2>&1; then
   problems+=("Node.js is not installed: install Node.js $node_supported LTS or newer (Azurite $azurite_version requires node $node_range), from https://nodejs.org or your package manager.")
@@ -234,8 +241,8 @@ ensure_venv() {
 if node_tools_installed; then
   echo "Azurite $azurite_version and httpyac $httpyac_version are installed."
 else
-  echo "Installing Azurite $azurite_version and httpyac $httpyac_version (npm ci)."
-  start_job "npm ci (Azurite, httpyac)" npm ci --no-audit --no-fund --prefer-offline --loglevel=error
+  echo "Installing Azurite $azurite_version, httpyac $httpyac_version and the other test tools of package-lock.json (npm ci)."
+  start_job "npm ci (Azurite, httpyac)" npm_install
 fi
 # The infra checks' own venv (checkov pins packages the test venv cannot share).
 if [ "$with_iac" = 1 ]; then

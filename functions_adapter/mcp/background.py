@@ -15,14 +15,13 @@ from typing import Any
 
 from fastapi import Request
 
+from functions_adapter.api import background_api, thread_api
+from functions_adapter.authorization import caller_origin
+from functions_adapter.mcp.contract import GET_RUN, START_TURN
+from functions_adapter.mcp.tools import ToolResult, arguments_of, reply_text, turn_body
+from functions_adapter.turns import build_turn
+from functions_adapter.wiring import build_service, load_settings
 from resumable.base.errors import InvalidRequest
-
-from .. import background_api, thread_api
-from ..authorization import caller_origin
-from ..turns import build_turn
-from ..wiring import build_service, load_settings
-from .contract import GET_RUN, START_TURN
-from .tools import ToolResult, arguments_of, reply_text, turn_body
 
 MAX_WAIT_SECONDS = 60
 

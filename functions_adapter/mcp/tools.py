@@ -20,17 +20,16 @@ from typing import Any
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind
 
+from functions_adapter.api import thread_api
+from functions_adapter.authorization import caller_origin
+from functions_adapter.mcp.contract import GET_RUN, GET_THREAD, RUN_TURN, START_TURN, TOOLS
+from functions_adapter.settings import Settings, SettingsError
+from functions_adapter.status_map import headers_of, status_of
+from functions_adapter.turns import build_turn
+from functions_adapter.wiring import MISCONFIGURED, build_service, load_settings
 from resumable.base import strict_json, tracing
 from resumable.base.errors import InvalidRequest, PayloadTooLarge, ResumeError, ServerMisconfigured
 from resumable.core.run_owner import RunOwner
-
-from .. import thread_api
-from ..authorization import caller_origin
-from ..settings import Settings, SettingsError
-from ..status_map import headers_of, status_of
-from ..turns import build_turn
-from ..wiring import MISCONFIGURED, build_service, load_settings
-from .contract import GET_RUN, GET_THREAD, RUN_TURN, START_TURN, TOOLS
 
 logger = logging.getLogger(__name__)
 
@@ -133,13 +132,13 @@ async def get_thread(arguments: Any, headers: Mapping[str, str]) -> ToolResult:
 
 
 async def _start_turn(arguments: Any, headers: Mapping[str, str]) -> ToolResult:
-    from . import background  # noqa: PLC0415 - on first use, as the HTTP routes load background runs
+    from functions_adapter.mcp import background  # noqa: PLC0415 - on first use, as the HTTP routes load background runs
 
     return await background.start_turn(arguments, headers)
 
 
 async def _get_run(arguments: Any, headers: Mapping[str, str]) -> ToolResult:
-    from . import background  # noqa: PLC0415 - on first use
+    from functions_adapter.mcp import background  # noqa: PLC0415 - on first use
 
     return await background.get_run(arguments, headers)
 

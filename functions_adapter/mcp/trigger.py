@@ -14,9 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from functions_adapter.mcp.tools import ToolResult, call_tool, error_result
 from resumable.base.errors import InvalidRequest
-
-from .tools import ToolResult, call_tool, error_result
 
 
 def envelope(result: ToolResult) -> str:

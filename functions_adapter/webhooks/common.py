@@ -14,12 +14,12 @@ from fastapi import Request, Response
 from opentelemetry import propagate
 from starlette.requests import Request as StarletteRequest
 
+from functions_adapter import signatures
+from functions_adapter.api import routes
+from functions_adapter.authorization import ADAPTER_ORIGIN
+from functions_adapter.settings import Settings
+from functions_adapter.wiring import load_settings
 from resumable.base.errors import InvalidRequest, ServerMisconfigured
-
-from .. import routes, signatures
-from ..authorization import ADAPTER_ORIGIN
-from ..settings import Settings
-from ..wiring import load_settings
 
 logger = logging.getLogger(__name__)
 # What App Service leaves in a setting when it cannot read the Key Vault secret behind it.

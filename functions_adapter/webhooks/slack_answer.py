@@ -20,16 +20,15 @@ from typing import Any
 import aiohttp
 from fastapi import Request, Response
 
+from functions_adapter.http_responses import json_response
+from functions_adapter.webhooks.common import parsed, secrets, verified_body
+from functions_adapter.webhooks.thread_names import origin_for, parts_of
+from functions_adapter.wiring import build_service, container_for, idempotency_store, load_settings
 from resumable.background.records import RunRecords
 from resumable.base.cancel_safe import finish_even_if_cancelled
 from resumable.base.errors import InvalidRequest
 from resumable.base.ids import validate_id
 from resumable.core.idempotency import StoredResponse, fingerprint
-
-from ..responses import json_response
-from ..thread_names import origin_for, parts_of
-from ..wiring import build_service, container_for, idempotency_store, load_settings
-from .common import parsed, secrets, verified_body
 
 ROUTE = "/api/adapters/slack/answer"
 # The namespace of this route's webhook-ids: a webhook-id sent to the thread routes never

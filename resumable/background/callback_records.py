@@ -8,7 +8,9 @@ the state machine). The run record keeps only the callback URL.
   ``gave_up``) is written; a final outcome is never changed again.
 * ``attempts``: each POST made (time, HTTP status or error class).
 * ``first_at``: when the callback was scheduled (``CALLBACK_MAX_SECONDS`` counts from it);
-  ``next_at``: the earliest time the next attempt may run.
+  ``next_at``: the earliest time the next attempt may run, by the writer's clock, and
+  ``wait``: the same as seconds after the write that set it, which other instances read
+  against the record's age on the storage service's clock (None: a record from before it).
 * ``claim``: the delivery that is POSTing now (its queue message ID, and until when the
   claim holds): a duplicate delivery of the same attempt finds it and does not POST.
 * ``reason``: why it gave up (``max_attempts``, ``max_seconds``, ``server_misconfigured``,
@@ -80,6 +82,7 @@ class CallbackDelivery:
     next_at: float
     claim: Claim | None = None
     reason: str | None = None
+    wait: float | None = None
 
     @property
     def final(self) -> bool:
@@ -95,6 +98,7 @@ class CallbackDelivery:
             "next_at": self.next_at,
             "claim": None if self.claim is None else self.claim.to_json(),
             "reason": self.reason,
+            "wait": self.wait,
         }
 
     @classmethod
@@ -116,6 +120,7 @@ class CallbackDelivery:
             next_at=_number(data["next_at"]),
             claim=None if claim is None else Claim.from_json(claim),
             reason=reason,
+            wait=None if data.get("wait") is None else _number(data["wait"]),
         )
 
 

@@ -15,9 +15,10 @@ message ``callback.<run_id>``. The POST itself (signing, address checks) is the 
 * **One POST per attempt where that can be avoided.** A delivery claims the attempt by
   compare-and-swap before it POSTs (the claim's token is its queue message ID, so the
   host's redelivery of that message resumes it). A duplicate meets the claim and comes
-  back once it could have lapsed; a claim older than the POST's bound plus a margin is
-  a crashed instance's and is taken over (its attempt is recorded as ``interrupted``:
-  it may have reached the receiver, which deduplicates on ``webhook-id``).
+  back once it could have lapsed; a claim older than the POST's bound plus a margin (its
+  age on the storage service's clock, ``_claim_left``) is a crashed instance's and is
+  taken over (its attempt is recorded as ``interrupted``: it may have reached the
+  receiver, which deduplicates on ``webhook-id``).
 * **Never early, never stuck.** ``next_at`` is written before the next message is sent;
   a message that arrives before it (the host redelivering an attempt whose re-enqueue
   failed) sends itself again for the time left instead of POSTing. A message that used
@@ -43,7 +44,7 @@ from azure.storage.blob.aio import ContainerClient
 from ..base import strict_json
 from ..base.errors import ServerMisconfigured
 from ..storage.blob_records import RecordConflict
-from ..storage.record_store import Stored
+from ..storage.record_store import CLOCK_RESOLUTION, Stored
 from . import records as rr
 from .callback_records import DELIVERED, GAVE_UP, PENDING, STOPPED, Attempt, CallbackDelivery, Claim, callback_store
 from .finished_run import FinishedRun, RunReader, run_record_reader
@@ -99,10 +100,10 @@ def payload(run: FinishedRun) -> bytes:
 
 
 class _NotNow(Exception):
-    """Not this delivery's turn: come back at ``at`` (None: never)."""
+    """Not this delivery's turn: come back in ``delay`` seconds (None: never)."""
 
-    def __init__(self, at: float | None) -> None:
-        self.at = at
+    def __init__(self, delay: float | None) -> None:
+        self.delay = delay
 
 
 class CallbackDeliveries:
@@ -130,13 +131,18 @@ class CallbackDeliveries:
         if not run.terminal or not run.callback_url:
             return
         now = time.time()
-        state = CallbackDelivery(run.callback_url, run.thread_id, PENDING, (), first_at=now, next_at=now)
+        state = CallbackDelivery(run.callback_url, run.thread_id, PENDING, (), first_at=now, next_at=now, wait=0.0)
         try:
             created = await self.records.create(run.run_id, state)
         except RecordConflict:  # scheduled already: that scheduler sent the message
             existing = await self.records.get(run.run_id)
-            if existing is not None and _unsent(existing.value, now):
+            if existing is not None and _unsent(existing, now):
                 await self._send_later(run.run_id, 0)
+            return
+        if await self._runs(run.run_id) is None:
+            # Its thread was deleted meanwhile: a DELETE removes run records before callback
+            # records, so either it finds this one, or this finds the run gone (nothing stays).
+            await self.records.delete(run.run_id, etag=created.etag)
             return
         try:
             await self._send_later(run.run_id, 0)
@@ -152,16 +158,19 @@ class CallbackDeliveries:
         if stored is not None and stored.value.final:
             return  # a late duplicate
         run = None if stored is None else await self._runs(run_id)
+        if run is None and stored is not None:
+            await self.records.delete(run_id, etag=stored.etag)  # its run's thread was deleted
+            return
         if run is None or not run.terminal:
             logger.warning("Dropped a callback message for run %s: no callback is scheduled for it", run_id)
             return
         now = time.time()
         token = delivery_id or uuid.uuid4().hex
         try:
-            claimed = await self.records.update(run_id, lambda s: self._claimed(s, token, now), current=stored)
+            claimed = await self.records.update(run_id, lambda s: self._claimed(s, token, now, stored), current=stored)
         except _NotNow as later:
-            if later.at is not None:
-                await self._send_later(run_id, math.ceil(later.at - time.time()))
+            if later.delay is not None:
+                await self._send_later(run_id, math.ceil(later.delay))
             return
         if claimed is None or claimed.value.claim is None or claimed.value.claim.token != token:
             return  # gave up on the spot (a crashed holder used the last attempt)
@@ -179,20 +188,25 @@ class CallbackDeliveries:
         if settled is not None and settled.value.reason == POISONED:
             logger.error("Callback for run %s gave up: its queue message was poisoned", run_id)
 
-    def _claimed(self, state: CallbackDelivery | None, token: str, now: float) -> CallbackDelivery:
+    def _claimed(
+        self, state: CallbackDelivery | None, token: str, now: float, read: Stored[CallbackDelivery] | None
+    ) -> CallbackDelivery:
         if state is None or state.final:
             raise _NotNow(None)
-        if state.next_at - now > EARLY_SECONDS:
-            raise _NotNow(state.next_at)  # early: a redelivery whose re-enqueue failed
+        early = _wait_left(state, read, now)
+        if early > EARLY_SECONDS:
+            raise _NotNow(early)  # early: a redelivery whose re-enqueue failed
         held = state.claim
-        if held is not None and held.token != token and held.until > now:
-            raise _NotNow(held.until + 1)  # a duplicate of the attempt being made now
+        if held is not None and held.token != token:
+            left = _claim_left(state, read, now)
+            if left > 0:
+                raise _NotNow(left + 1)  # a duplicate of the attempt being made now
         if held is not None:  # a crashed holder's (or this message's earlier delivery's)
             interrupted = Attempt(held.at, error="interrupted")
             state = self._verdict(replace(state, attempts=(*state.attempts, interrupted), claim=None), None, now, 1.0)
             if state.final:
                 return state
-        return replace(state, claim=Claim(token, now, now + CLAIM_SECONDS))
+        return replace(state, claim=Claim(token, now, now + CLAIM_SECONDS), wait=0.0)  # due: it runs now
 
     async def _attempt(self, run_id: str, run: FinishedRun, claimed: Stored[CallbackDelivery], token: str) -> None:
         body = payload(run)
@@ -246,11 +260,40 @@ class CallbackDeliveries:
             return replace(state, outcome=GAVE_UP, reason="max_attempts")
         if now - state.first_at + delay > policy.max_seconds:
             return replace(state, outcome=GAVE_UP, reason="max_seconds")
-        return replace(state, next_at=now + delay)
+        return replace(state, next_at=now + delay, wait=delay)
 
     async def _send_later(self, run_id: str, delay: int) -> None:
         await self._enqueue(MESSAGE_PREFIX + run_id, max(0, delay))
 
 
-def _unsent(state: CallbackDelivery, now: float) -> bool:
-    return not state.final and not state.attempts and state.claim is None and now - state.next_at > UNSENT_SECONDS
+def _claim_left(state: CallbackDelivery, read: Stored[CallbackDelivery] | None, now: float) -> float:
+    """Seconds another delivery's claim still holds, by the storage service's clock: the
+    claim is the record's last change (later writes only clear it), so its age is the
+    record's (``service_clock``). Never the holder's ``until`` against this instance's
+    clock, unless the answer carried no dates. A state that is not ``read`` (met on a
+    conflict's re-read) has no dates: its claim counts as just made."""
+    if read is None or read.value is not state:
+        return CLAIM_SECONDS + CLOCK_RESOLUTION
+    if read.age is None:
+        return state.claim.until - now if state.claim is not None else 0.0
+    return CLAIM_SECONDS + CLOCK_RESOLUTION - read.age
+
+
+def _wait_left(state: CallbackDelivery, read: Stored[CallbackDelivery] | None, now: float) -> float:
+    """Seconds until the next attempt is due (negative: overdue), by the storage service's
+    clock: ``wait`` counts from the write that set it, the record's last change while it is
+    pending and unclaimed. A state met on a conflict's re-read, or without ``wait`` or
+    dates, leaves only the writer's ``next_at`` against this instance's clock."""
+    if state.wait is not None and read is not None and read.value is state and read.age is not None:
+        return state.wait - read.age
+    return state.next_at - now
+
+
+def _unsent(stored: Stored[CallbackDelivery], now: float) -> bool:
+    state = stored.value
+    return (
+        not state.final
+        and not state.attempts
+        and state.claim is None
+        and -_wait_left(state, stored, now) > UNSENT_SECONDS
+    )

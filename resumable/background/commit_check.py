@@ -20,10 +20,9 @@ clock), nothing of it can arrive.
 
 from __future__ import annotations
 
-from ..base.errors import CheckpointNotFound
-from ..core.runs import RunService
-from ..storage.record_store import Stored
-from .schema import CLOCK_RESOLUTION, RunRecord
+from ..core.commit_ledger import CommitLedger
+from ..storage.record_store import CLOCK_RESOLUTION, Stored
+from .schema import RunRecord
 
 # Well above one commit's writes (a save and a pointer move, each at most three tries of
 # a 10 s timeout) plus a stalled loop: past it, an attempt's commit can no longer land.
@@ -31,23 +30,15 @@ COMMIT_GRACE_SECONDS = 60.0
 
 
 class CommitCheck:
-    def __init__(self, service: RunService) -> None:
-        self._service = service
+    def __init__(self, ledger: CommitLedger) -> None:
+        self._ledger = ledger
 
     async def committed(self, record: RunRecord) -> bytes | None:
-        """The response of an attempt of this run that committed, if one did."""
+        """The response of an attempt of this run that committed, if one did. A run without
+        a thread saves every attempt under one derived ID: the attempt whose checkpoint is
+        there is the one whose timestamp (``stamp``) it carries."""
         for intent in record.commits:
-            if record.thread_id is not None:
-                if await self._service.is_committed(intent.checkpoint_id, record.thread_id):
-                    return intent.body
-                continue
-            # A run without a thread saves under one derived ID: the attempt whose
-            # checkpoint is there (matched by its timestamp) is the one that committed.
-            try:
-                info = await self._service.store.get_info(intent.checkpoint_id)
-            except CheckpointNotFound:
-                continue
-            if info.timestamp == intent.stamp:
+            if await self._ledger.committed(intent.checkpoint_id, record.thread_id, stamp=intent.stamp):
                 return intent.body
         return None
 

@@ -98,7 +98,7 @@ class BackgroundRuns:
         self.records = RunRecords(container)
         self.order = ThreadOrder(container)
         self._service = service
-        self._check = CommitCheck(service)
+        self._check = CommitCheck(service.ledger)
         self._parse = parse
         self._requeue = requeue
         self._drain = ThreadDrain(self.records, self.order, self._run, self._finished)

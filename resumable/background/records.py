@@ -16,11 +16,10 @@ from azure.storage.blob.aio import ContainerClient
 
 from ..base.errors import RunRecordUnreadable
 from ..storage.blob_records import RecordConflict
-from ..storage.record_store import UNREAD, Change, RecordContended, RecordErrors, RecordStore, Stored
+from ..storage.record_store import CLOCK_RESOLUTION, UNREAD, Change, RecordContended, RecordErrors, RecordStore, Stored
 from .schema import (
     CANCELLED,
     CANCELLED_ERROR,
-    CLOCK_RESOLUTION,
     FAILED,
     PREFIX,
     QUEUED,

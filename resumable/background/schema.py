@@ -21,7 +21,6 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from ..storage import layout
-from ..storage.record_store import CLOCK_RESOLUTION  # noqa: F401 - imported from here by the background modules
 from .events import LoggedEvent
 
 PREFIX = layout.RUNS

@@ -37,6 +37,12 @@ class InvalidRequest(ResumeError):
     code = "invalid_request"
 
 
+class NoNewMessages(InvalidRequest):
+    """A resent conversation (AG-UI) held nothing the thread lacks: the caller shows the thread."""
+
+    code = "no_new_messages"
+
+
 class CheckpointNotFound(ResumeError):
     code = "checkpoint_not_found"
 
@@ -97,6 +103,13 @@ class WorkflowFailed(ResumeError):
     """The workflow run raised; nothing was saved."""
 
     code = "workflow_failed"
+
+
+class OutcomeUnknown(ResumeError):
+    """Storage failed after a turn's commit point and whether it committed cannot be told:
+    never answered as retryable, since a blind retry could apply the turn twice."""
+
+    code = "outcome_unknown"
 
 
 class InvalidSignature(ResumeError):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -75,7 +76,9 @@ def _metadata_for(
     return {key: value for key, value in metadata.items() if value}
 
 
-def _info_from(name: str, raw_metadata: dict[str, str | None], size: int) -> CheckpointInfo:
+def _info_from(
+    name: str, raw_metadata: dict[str, str | None], size: int, created: datetime | None = None
+) -> CheckpointInfo:
     metadata = {key: value or "" for key, value in raw_metadata.items()}
     pending = metadata.get("pending_request_ids", "")
     return CheckpointInfo(
@@ -88,6 +91,7 @@ def _info_from(name: str, raw_metadata: dict[str, str | None], size: int) -> Che
         size_bytes=size,
         thread_id=metadata.get("thread_id") or None,
         replaced_head_id=metadata.get("replaced_head_id") or None,
+        stored_at=created.timestamp() if created is not None else None,
     )
 
 
@@ -258,7 +262,7 @@ class BlobCheckpointStorage:
                 props = await self.container.get_blob_client(name).get_blob_properties()
             except ResourceNotFoundError as exc:
                 raise BlobCheckpointNotFound(f"Checkpoint '{checkpoint_id}' was not found.") from exc
-        return _info_from(name, dict(props.metadata or {}), int(props.size or 0))
+        return _info_from(name, dict(props.metadata or {}), int(props.size or 0), props.creation_time)
 
     async def list_all_infos(self) -> list[CheckpointInfo]:
         """Every checkpoint's metadata, from the listing alone, oldest first."""
@@ -266,7 +270,9 @@ class BlobCheckpointStorage:
         with storage_unavailable_on_failure("list"):
             try:
                 async for blob in self.container.list_blobs(name_starts_with=BLOB_PREFIX, include=["metadata"]):
-                    infos.append(_info_from(blob.name, dict(blob.metadata or {}), int(blob.size or 0)))
+                    infos.append(
+                        _info_from(blob.name, dict(blob.metadata or {}), int(blob.size or 0), blob.creation_time)
+                    )
             except ResourceNotFoundError:
                 return []
         return sorted(infos, key=lambda info: info.timestamp)
@@ -274,7 +280,10 @@ class BlobCheckpointStorage:
     async def info_page(self, token: str | None, size: int) -> tuple[list[CheckpointInfo], str | None]:
         """One page of the listing (name order) from ``token``, and the next page's token."""
         blobs, token = await list_page(self.container, BLOB_PREFIX, token, size, metadata=True)
-        return [_info_from(blob.name, dict(blob.metadata or {}), int(blob.size or 0)) for blob in blobs], token
+        infos = [
+            _info_from(blob.name, dict(blob.metadata or {}), int(blob.size or 0), blob.creation_time) for blob in blobs
+        ]
+        return infos, token
 
     async def list_infos(self, *, workflow_name: str) -> list[CheckpointInfo]:
         """Checkpoints of one workflow, oldest first."""

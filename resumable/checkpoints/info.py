@@ -28,6 +28,9 @@ class CheckpointInfo:
     # A fork's checkpoint names the head it replaced, so that head stays reachable (the sweep
     # walks this link as it walks ``previous_checkpoint_id``).
     replaced_head_id: str | None = None
+    # When the blob was created, by the storage service's clock (epoch seconds, whole
+    # seconds; None: not reported). ``timestamp`` is the writer's own clock.
+    stored_at: float | None = None
 
     @property
     def links(self) -> tuple[str, ...]:

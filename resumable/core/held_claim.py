@@ -28,6 +28,9 @@ class HeldClaim:
     (a client that drops a stream must not leave its key locked).
     """
 
+    # A retry with the key is safe: it resolves an unknown outcome and replays (``commit_outcome``).
+    keyed = True
+
     def __init__(self, store: IdempotencyStore, claim: KeyClaim) -> None:
         self._store = store
         self._claim = claim

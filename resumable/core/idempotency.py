@@ -1,6 +1,6 @@
 """Idempotency keys: one run per key, and its response replayed to every retry.
 
-A record per key (``idempotency/<sha256(key)>.json``) moves through three states:
+A record per key and caller (``idempotency/<sha256>.json``, ``record_name``) moves through three states:
 
 * ``in_progress``: created when a request claims the key, renewed every
   ``RENEW_SECONDS`` while it runs (a second request gets 409 ``request_in_progress``);
@@ -24,16 +24,18 @@ write goes through ``RecordStore.update``: a write whose answer was lost counts 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 from azure.storage.blob.aio import ContainerClient
 
 from ..base.errors import ClaimLost, IdempotencyRecordUnreadable, RequestInProgress, ResumeError
 from ..storage import layout
-from ..storage.record_store import CLOCK_RESOLUTION, DELETE, RecordStore, Stored
+from ..storage.record_store import DELETE, RecordStore, Stored
+from .commit_ledger import CommitLedger
 from .idempotency_record import (
     COMMITTING,
     COMPLETED,
@@ -41,11 +43,15 @@ from .idempotency_record import (
     IN_PROGRESS,
     RECORD_ERRORS,
     WEBHOOK_ID,
+    CheckCommit,
     Claim,
     KeyRecord,
     StoredResponse,
+    abandoned,
     embedded,
+    expired,
     fingerprint,
+    judge,
     record_name,
     reused_error,
     stored_response,
@@ -58,40 +64,19 @@ PREFIX = layout.IDEMPOTENCY
 # is taken to belong to a worker that died.
 CLAIM_SECONDS = 300
 RENEW_SECONDS = 60
-# Whether a checkpoint was committed (saved; for a thread turn, in its lineage), and a
-# committed checkpoint's metadata (None: no such checkpoint): ``RunService``'s.
-CommitCheck = Callable[[str, str | None], Awaitable[bool]]
-CheckpointMetadata = Callable[[str], Awaitable[object]]
-
-
-def _lapsed(stored: Stored[KeyRecord] | None) -> bool:
-    """Whether a claim went unrenewed for ``CLAIM_SECONDS``, on the storage service's clock
-    alone: each renewal rewrites the record, so its age (whole seconds) is the time since."""
-    age = None if stored is None else stored.age
-    return age is not None and age > CLAIM_SECONDS + CLOCK_RESOLUTION
-
-
-class _CheckCommit(Exception):
-    """The record names a checkpoint: whether it was committed needs a storage read."""
-
-    def __init__(self, stored: Stored[KeyRecord]) -> None:
-        self.stored = stored
-        self.record = stored.value
 
 
 class IdempotencyStore:
     def __init__(
-        self,
-        container: ContainerClient,
-        *,
-        ttl_seconds: int,
-        committed: CommitCheck,
-        metadata: CheckpointMetadata | None = None,
+        self, container: ContainerClient, *, ttl_seconds: int, ledger: CommitLedger, scope: str | None = None
     ) -> None:
+        """``scope``: whose keys these are (``record_name``): a key names another record
+        in every scope."""
+        self._scope = scope
         self._records = RecordStore(container, PREFIX, KeyRecord, RECORD_ERRORS)
         self._ttl = ttl_seconds
-        self._committed = committed
-        self._metadata = metadata
+        # Whether a claim's checkpoint committed: the one ledger (``commit_ledger``).
+        self._ledger = ledger
 
     async def _update(self, name: str, change: Callable[..., object], **kwargs: object) -> Stored[KeyRecord] | None:
         return await self._records.update(name, change, **kwargs)  # type: ignore[arg-type]
@@ -100,33 +85,29 @@ class IdempotencyStore:
         self, name: str, kind: str, wanted: KeyRecord, *, on_completed: Callable[[KeyRecord], None]
     ) -> Stored[KeyRecord] | None:
         """Write ``wanted`` where the key is free (absent, expired, or abandoned), else judge
-        the record: a replay (``on_completed``), a reuse (422/409), or in progress (409)."""
+        the record: a replay (``on_completed``), a reuse (422/409), or in progress (409).
+
+        Whether a claim was abandoned, or a response expired, is judged on the record exactly
+        as read, by its age on the storage service's clock (``update(stored=True)``), never
+        by comparing this instance's clock with a time another instance wrote; a takeover is
+        written by compare-and-swap over that read."""
         verified: set[str] = set()  # committing checkpoints found not committed
+        change = functools.partial(
+            judge,
+            wanted=wanted,
+            kind=kind,
+            verified=verified,
+            claim_seconds=CLAIM_SECONDS,
+            ttl_seconds=self._ttl,
+            on_completed=on_completed,
+        )
         # Optimistic: most keys are new, so create first (one write); an existing record
         # costs the failed create and one read.
         start: dict[str, object] = {"current": None}
         for _ in range(3):
-
-            def change(stored: Stored[KeyRecord] | None) -> KeyRecord | None:
-                current = None if stored is None else stored.value
-                now = time.time()
-                if current is None or (current.state == COMPLETED and now > float(current.expires_at or 0)):
-                    return wanted
-                if current.fingerprint != wanted.fingerprint:
-                    raise reused_error(kind)
-                if current.state == COMPLETED:
-                    on_completed(current)
-                    return None
-                if current.checkpoint_id is not None and current.checkpoint_id not in verified:
-                    raise _CheckCommit(stored)  # committing, or in progress on a planned checkpoint
-                if _lapsed(stored):
-                    # Its holder died without finishing; a planned checkpoint stays the key's.
-                    return dataclasses.replace(wanted, checkpoint_id=wanted.checkpoint_id and current.checkpoint_id)
-                raise RequestInProgress("A request with this Idempotency-Key is still running; retry later.")
-
             try:
                 return await self._update(name, change, stored=True, **start)
-            except _CheckCommit as pending:
+            except CheckCommit as pending:
                 start = {}
                 final = await self._outcome(pending.record)
                 if final is not None:
@@ -134,7 +115,7 @@ class IdempotencyStore:
                     await self._finish(name, final)
                     on_completed(final)
                     return None
-                if not _lapsed(pending.stored):
+                if not abandoned(pending.stored, CLAIM_SECONDS):
                     raise RequestInProgress(
                         "A request with this Idempotency-Key is still running; retry later."
                     ) from None
@@ -144,8 +125,8 @@ class IdempotencyStore:
     async def _outcome(self, record: KeyRecord) -> KeyRecord | None:
         """``record`` with its final response if the checkpoint it names was committed, else None."""
         if record.state == COMMITTING:
-            return record if await self._committed(str(record.checkpoint_id), record.thread_id) else None
-        found = None if self._metadata is None else await self._metadata(str(record.checkpoint_id))
+            return record if await self._ledger.committed(str(record.checkpoint_id), record.thread_id) else None
+        found = await self._ledger.saved_metadata(str(record.checkpoint_id))
         if found is None:
             return None
         response = embedded(found, record.fingerprint)
@@ -160,10 +141,10 @@ class IdempotencyStore:
         """Claim the key, or return the stored response of an earlier identical request.
         ``plan_checkpoint``: the call commits by creating a checkpoint (no thread), and must
         save under the one its claim names (``Claim.planned_checkpoint_id``)."""
-        name = record_name(key, kind)
+        name = record_name(key, kind, self._scope)
         token = uuid.uuid4().hex
         replay: list[StoredResponse] = []
-        planned = str(uuid.uuid4()) if plan_checkpoint and self._metadata is not None else None
+        planned = str(uuid.uuid4()) if plan_checkpoint else None
         claim = KeyRecord(IN_PROGRESS, request_fingerprint, token=token, claimed_at=time.time(), checkpoint_id=planned)
         written = await self._claim_or_replay(
             name, kind, claim, on_completed=lambda r: replay.append(stored_response(r))
@@ -177,11 +158,11 @@ class IdempotencyStore:
     async def peek(self, key: str, request_fingerprint: str, *, kind: str) -> StoredResponse | None:
         """An earlier identical request's final response, or None; a reused key is refused.
         Writes nothing: an unfinished claim is judged by ``begin`` or ``accept_once``."""
-        found = await self._records.get(record_name(key, kind))
+        found = await self._records.get(record_name(key, kind, self._scope))
         if found is None:
             return None
         record = found.value
-        if record.state == COMPLETED and time.time() > float(record.expires_at or 0):
+        if record.state == COMPLETED and expired(found, self._ttl):
             return None
         if record.fingerprint != request_fingerprint:
             raise reused_error(kind)
@@ -192,7 +173,7 @@ class IdempotencyStore:
     ) -> StoredResponse | None:
         """Store a background accept's response for the key: None if it was stored now
         (the run is this request's to create), or the earlier identical accept's response."""
-        name = record_name(key, kind)
+        name = record_name(key, kind, self._scope)
         replay: list[StoredResponse] = []
         accepted = KeyRecord(
             COMPLETED,
@@ -209,7 +190,9 @@ class IdempotencyStore:
 
     async def forget_accept(self, key: str, kind: str, run_id: str) -> None:
         """Release a background accept's key whose run was never created (the accept failed)."""
-        await self._update(record_name(key, kind), lambda r: DELETE if r is not None and r.run_id == run_id else None)
+        await self._update(
+            record_name(key, kind, self._scope), lambda r: DELETE if r is not None and r.run_id == run_id else None
+        )
 
     async def _change_claim(self, claim: Claim, change: Callable[[KeyRecord], KeyRecord | object]) -> None:
         """Apply ``change`` while the record is still this claim's; ``ClaimLost`` otherwise."""

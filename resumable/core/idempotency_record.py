@@ -18,7 +18,10 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import json
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -33,6 +36,7 @@ from ..base.errors import (
 from ..storage import layout
 from ..storage.blob_records import RecordUnreadable
 from ..storage.record_store import RecordErrors, Stored
+from ..storage.service_clock import lapsed
 
 logger = logging.getLogger(__name__)
 IN_PROGRESS, COMMITTING, COMPLETED = "in_progress", "committing", "completed"
@@ -167,11 +171,22 @@ def fingerprint(method: str, path: str, body: bytes) -> str:
     return hashlib.sha256(f"{method} {path}\n".encode() + body).hexdigest()
 
 
-def record_name(key: str, kind: str) -> str:
-    """The record's name: the two namespaces never meet (an Idempotency-Key never
-    matches a webhook-id with the same text)."""
+def record_name(key: str, kind: str, scope: str | None = None) -> str:
+    """The record's name: the namespaces never meet (an Idempotency-Key never matches a
+    webhook-id with the same text, nor one caller's key another caller's).
+
+    ``scope``: whose key it is (the caller's origin), so another caller sending the same key
+    and body gets its own outcome, never the stored response of someone else's turn. None
+    keeps the names records had before scopes (the app's function-key callers, one origin).
+    A scoped name's text starts with a newline, which no unscoped one does (keys are
+    printable, kinds are header names), and JSON keeps its parts apart.
+    """
     validate_key(key)
-    return hashlib.sha256(key.encode() if kind == IDEMPOTENCY_KEY else f"{kind}\n{key}".encode()).hexdigest()
+    if scope is not None:
+        text = "\n" + json.dumps([scope, kind, key])
+    else:
+        text = key if kind == IDEMPOTENCY_KEY else f"{kind}\n{key}"
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +219,64 @@ class Claim:
         if thread_id is None and checkpoint_id == self.planned_checkpoint_id and len(body) <= EMBED_LIMIT:
             return embed(self.fingerprint, body)
         return None
+
+
+class CheckCommit(Exception):
+    """The record names a checkpoint: whether it was committed needs a storage read."""
+
+    def __init__(self, stored: Stored[KeyRecord]) -> None:
+        self.stored = stored
+        self.record = stored.value
+
+
+def judge(
+    stored: Stored[KeyRecord] | None,
+    *,
+    wanted: KeyRecord,
+    kind: str,
+    verified: set[str],
+    claim_seconds: float,
+    ttl_seconds: float,
+    on_completed: Callable[[KeyRecord], None],
+) -> KeyRecord | None:
+    """What a request that wants the key (``wanted``) makes of its record as read
+    (``stored``, with its age on the service's clock): ``wanted`` where the key is free
+    (absent, expired, or abandoned), None after a replay (``on_completed``), or an error
+    (reused, in progress). ``CheckCommit`` when a checkpoint it names is not among the
+    ``verified`` (found not committed)."""
+    if stored is None:
+        return wanted
+    current = stored.value
+    if current.state == COMPLETED and expired(stored, ttl_seconds):
+        return wanted
+    if current.fingerprint != wanted.fingerprint:
+        raise reused_error(kind)
+    if current.state == COMPLETED:
+        on_completed(current)
+        return None
+    if current.checkpoint_id is not None and current.checkpoint_id not in verified:
+        raise CheckCommit(stored)  # committing, or in progress on a planned checkpoint
+    if not abandoned(stored, claim_seconds):
+        raise RequestInProgress("A request with this Idempotency-Key is still running; retry later.")
+    # Its holder died without finishing; a planned checkpoint stays the key's.
+    return dataclasses.replace(wanted, checkpoint_id=wanted.checkpoint_id and current.checkpoint_id)
+
+
+def expired(stored: Stored[KeyRecord], ttl_seconds: float) -> bool:
+    """Whether a ``completed`` record is past its TTL by the storage service's clock (it is
+    never rewritten once completed, so its age counts from completion). Only once this
+    instance's clock says so too: a clock running ahead never runs a request again early."""
+    if time.time() <= float(stored.value.expires_at or 0):
+        return False
+    return lapsed(stored, ttl_seconds) is not False
+
+
+def abandoned(stored: Stored[KeyRecord], claim_seconds: float) -> bool:
+    """Whether a claim was left unrenewed for ``claim_seconds``, on the storage service's
+    clock alone (``service_clock``): each renewal rewrites the record, so its age is the
+    time since. Never this instance's clock against the holder's ``claimed_at``; an age
+    the answer cannot tell never counts as abandoned."""
+    return lapsed(stored, claim_seconds) is True
 
 
 def reused_error(kind: str) -> ResumeError:

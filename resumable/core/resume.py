@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,12 +31,14 @@ from ..base.errors import (
     CheckpointHasInFlightWork,
     CheckpointIncompatible,
     InvalidRequest,
+    NoNewMessages,
     PendingRequestsOutstanding,
     ResumeError,
     WorkflowFailed,
 )
 from ..checkpoints import af_internals
 from ..checkpoints.info import checkpoint_status
+from ..threads.transcript import recorded_input_ids
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +54,28 @@ class TurnInput:
     def __post_init__(self) -> None:
         if self.messages is not None and self.responses is not None:
             raise InvalidRequest("Send either 'messages' or 'responses', not both.")
+
+
+def unseen_input(turn: TurnInput, resent: Sequence[Message], checkpoint: WorkflowCheckpoint | None) -> TurnInput:
+    """The turn a resent conversation makes: its messages the checkpoint's turn did not record.
+
+    A client that sends its whole conversation each call (AG-UI) sends again what the last
+    turn applied, or what a paused turn is waiting on. Deciding it here, on the checkpoint the
+    turn resumes from, costs no read beyond the turn's own. ``NoNewMessages`` (nothing runs)
+    when nothing is new and nothing is answered; answers with new messages are refused.
+    """
+    seen = recorded_input_ids(checkpoint.metadata) if checkpoint is not None else frozenset()
+    new = [m for m in resent if m.message_id not in seen]
+    if turn.responses is not None:
+        if new:
+            raise InvalidRequest(
+                "Answer the pending requests first, then send new messages.",
+                details={"message_ids": [m.message_id for m in new]},
+            )
+        return turn
+    if not new:
+        raise NoNewMessages("Every message sent is already in the thread; nothing was run.")
+    return TurnInput(messages=new)
 
 
 def validate_checkpoint(workflow: Workflow, checkpoint: WorkflowCheckpoint, turn: TurnInput) -> TurnInput:

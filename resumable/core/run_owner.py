@@ -13,8 +13,11 @@ collects or streams its events, has it saved (and a thread advanced), settles it
 * a background attempt (``drive``) runs and finishes in the attempt's task.
 
 Whatever is raised below is mapped at this boundary (``boundary.library_error``), so the
-claim always settles with a documented code. No other layer has a ``finally`` that
-matters for correctness.
+claim always settles with a documented code. A call run to its answer (``result``,
+``stream``) has a failure after its commit point resolved here (``commit_outcome``), for
+every protocol: committed after all is answered as success, an unknown outcome is never
+answered as retryable. A background attempt (``drive``) judges its own (its lease's intent).
+No other layer has a ``finally`` that matters for correctness.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from ..base.boundary import library_error
 from ..base.errors import ResumeError
 from ..base.task_scope import TaskScope
 from .claim import Claim, TaskOwner
+from .commit_outcome import CommitOutcome
 from .event_pump import EventPump, IdleTick
 from .runs import Event, Runner, RunRequest
 
@@ -49,7 +53,8 @@ class RunOwner:
     ) -> None:
         self._runner = runner
         self._request = request
-        self._claim = claim
+        self._outcome = CommitOutcome(claim, runner.is_committed)
+        self._claim: Claim | None = self._outcome
         self._on_finish = on_finish
         self._stack = AsyncExitStack()
         self._scope = TaskScope() if tasks is None else None
@@ -57,6 +62,8 @@ class RunOwner:
 
     @property
     def _hook(self) -> Any:
+        if self._claim is self._outcome:
+            return self._outcome  # a hook that also hears when a save failed (``runs.CommitHook``)
         return self._claim.before_commit if self._claim is not None else None
 
     def _start(self) -> None:
@@ -69,7 +76,14 @@ class RunOwner:
         try:
             body = await self._runner.run_to_json(self._request, before_commit=self._hook)
         except BaseException as exc:
-            await self._raise(exc)
+            error = library_error(exc)
+            try:
+                await self._finish(None, error)
+                if self._outcome.reported(error) is None:
+                    return self._outcome.response  # it committed after all
+                await self._raise(exc, finished=error)
+            finally:
+                del error  # the raised error's traceback holds this frame (see ``_raise``)
         await self._finish(body, None)
         return body
 
@@ -85,6 +99,7 @@ class RunOwner:
         Every failure settles the claim with its error and ends here; only cancellation
         propagates.
         """
+        self._claim = self._outcome.inner  # the attempt's lease judges its own commit
         try:
             events = await self._open()
         except ResumeError:
@@ -101,43 +116,64 @@ class RunOwner:
             await self._raise(exc)
             raise  # unreachable: _raise always raises
 
-    async def _raise(self, exc: BaseException) -> Any:
-        """Finish with ``exc`` as the library reports it, then raise that.
+    async def _raise(self, exc: BaseException, *, finished: BaseException | None = None) -> Any:
+        """Finish with ``exc`` as the library reports it (unless ``finished`` with it
+        already), then raise what the caller is told.
 
         The raised error's traceback holds this frame, whose locals hold the error: a
         cycle that would keep every frame of the failed call (its workflow, its
         checkpoint) alive until the cycle collector ran. The locals are dropped on the way out.
         """
-        error = library_error(exc)
+        error = finished or library_error(exc)
         try:
-            await self._finish(None, error)
+            if finished is None:
+                await self._finish(None, error)
+            if self._claim is self._outcome:
+                error = self._outcome.reported(error) or error
             if error is exc:
                 raise exc
             raise error from exc
         finally:
-            del error, exc
+            del error, exc, finished
 
     async def _owned(self, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
         """Runs in the task that drives the stream: the one ``finally`` of a streamed call."""
         body: bytes | None = None
         error: BaseException | None = None
+        finished = False
         try:
             async for name, data in events:
+                told: Event = (name, data)
                 if name == "done":
                     body = strict_json.dumps(data)
                 elif name == "error":
                     error = _StreamError(data.get("error", {}))
-                yield name, data
+                    if self._claim is self._outcome:  # resolved before the client hears of it
+                        finished = True
+                        await self._finish(None, error)
+                        told = self._reported_event(error, data)
+                yield told
         except BaseException as exc:
             error = library_error(exc)
             raise
         finally:
             try:
-                await self._finish(body, error if body is None else None)
+                if not finished:
+                    await self._finish(body, error if body is None else None)
             finally:
                 # The error propagating (a cancellation) has this frame in its traceback:
                 # holding it here would be a cycle that keeps the whole call alive.
                 error = None
+
+    def _reported_event(self, error: BaseException, data: dict[str, Any]) -> Event:
+        """A stream's ``error`` event as the client hears it: ``done`` with the response if
+        the turn committed after all; ``outcome_unknown`` if nobody can tell."""
+        reported = self._outcome.reported(error)
+        if reported is None:
+            return "done", strict_json.loads(self._outcome.response)
+        if isinstance(reported, ResumeError) and reported is not error:
+            return "error", reported.to_body()
+        return "error", data
 
     async def _finish(self, body: bytes | None, error: BaseException | None) -> None:
         try:

@@ -13,17 +13,18 @@ from contextlib import AsyncExitStack, aclosing
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agent_framework import Workflow, WorkflowCheckpoint, WorkflowEvent
+from agent_framework import Message, Workflow, WorkflowCheckpoint, WorkflowEvent
 
 from ..base import strict_json
-from ..base.errors import CheckpointNotFound, ResumeError, WorkflowFailed
+from ..base.errors import ResumeError, WorkflowFailed
 from ..base.tracing import RequestScope, within
 from ..checkpoints import af_internals
 from ..checkpoints.blob_store import BlobCheckpointStorage
-from ..checkpoints.info import CheckpointInfo
 from ..threads.pointers import ThreadPointers
-from .results import ResultCollector
-from .resume import PreparedRun, TurnInput, prepare_run
+from ..threads.transcript import TRANSCRIPT, transcript
+from .commit_ledger import CommitLedger
+from .results import ResultCollector, message_json
+from .resume import PreparedRun, TurnInput, prepare_run, unseen_input
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +52,15 @@ class RunRequest:
     # Who sends the turn, as the adapter names it (``api``, ``principal:<id>``, ``slack:<team>``):
     # a thread records its first turn's origin and refuses turns of any other (``Forbidden``).
     origin: str | None = None
+    # A client that resends its whole conversation (AG-UI): its input messages, each with its
+    # ID. Only those the checkpoint resumed from has not recorded are applied (``unseen_input``).
+    resent: tuple[Message, ...] | None = None
+
+
+def _sent(message: Message) -> dict[str, str]:
+    """A sent message as its turn's transcript records it, with its own ID if it came with one."""
+    item = message_json(message)
+    return item if message.message_id is None else {**item, "id": message.message_id}
 
 
 class AfterSave(Protocol):
@@ -73,8 +83,8 @@ Event = tuple[str, dict[str, Any]]
 # last moment to refuse the commit. What it returns is added to the checkpoint's metadata
 # (an idempotency claim's response, when the checkpoint itself records the commit).
 CommitHook = Callable[..., Awaitable[Mapping[str, Any] | None]]
-# How far back ``is_committed`` walks a thread's lineage past its recent window.
-_LINEAGE_WALK_LIMIT = 1000
+# A hook may also have ``not_committed()``: told when a thread turn's checkpoint save failed,
+# so the turn is known not to have committed (its commit is the pointer swap, never reached).
 
 
 class WorkflowSource(Protocol):
@@ -98,12 +108,18 @@ class Runner(Protocol):
         """Start the run; what it holds until the stream ends is registered on ``cleanup``."""
         ...
 
+    async def is_committed(self, checkpoint_id: str, thread_id: str | None) -> bool:
+        """Whether ``checkpoint_id`` was committed (the one answer, ``RunService``'s)."""
+        ...
+
 
 class RunService:
     def __init__(self, store: BlobCheckpointStorage, spec: WorkflowSource, pointers: ThreadPointers) -> None:
         self.store = store
         self.spec = spec
         self.pointers = pointers
+        # The one answer to "did checkpoint X commit?" (replays, background runs, forks).
+        self.ledger = CommitLedger(store, pointers)
 
     async def _prepare(self, request: RunRequest, head: AfterSave | None = None) -> PreparedRun:
         """Load and validate the checkpoint and hydrate a fresh workflow; run nothing."""
@@ -119,7 +135,8 @@ class RunService:
         # until the cycle collector runs (``af_internals.unlink_handlers`` says why).
         af_internals.unlink_handlers(workflow)
         await asyncio.sleep(0)
-        return await prepare_run(workflow, checkpoint, request.turn, stream=request.stream)
+        turn = request.turn if request.resent is None else unseen_input(request.turn, request.resent, checkpoint)
+        return await prepare_run(workflow, checkpoint, turn, stream=request.stream)
 
     async def _save(
         self,
@@ -143,56 +160,27 @@ class RunService:
             body["thread_created"] = True
         rendered = strict_json.dumps(body)
         thread_id = head.thread_id if head else None
+        if head is not None:  # a thread's messages are read back from its turns' checkpoints
+            sent = [_sent(m) for m in run.turn.messages or ()]
+            saved.metadata = {**saved.metadata, TRANSCRIPT: transcript(sent, body)}
         if before_commit is not None:
             carried = await before_commit(saved.checkpoint_id, thread_id, rendered, stamp=saved.timestamp)
             if carried:
                 saved.metadata = {**saved.metadata, **carried}
-        await self.store.save(saved, thread_id=thread_id, replaced_head=head.replaced_head if head else None)
+        try:
+            await self.store.save(saved, thread_id=thread_id, replaced_head=head.replaced_head if head else None)
+        except BaseException:
+            withdraw = getattr(before_commit, "not_committed", None)
+            if head is not None and callable(withdraw):
+                withdraw()
+            raise
         if head is not None:
             await head.after_save(saved.checkpoint_id)
         return body, rendered
 
-    async def checkpoint_metadata(self, checkpoint_id: str) -> dict[str, Any] | None:
-        """A saved checkpoint's metadata (it is read whole: MAC and guard as for a resume);
-        None if there is no such checkpoint."""
-        try:
-            return (await self.store.load(checkpoint_id)).metadata
-        except CheckpointNotFound:
-            return None
-
     async def is_committed(self, checkpoint_id: str, thread_id: str | None) -> bool:
-        """Whether a checkpoint was committed: saved, and for a thread turn, in its lineage
-        (the head, the recent list, or further back along the parent links).
-
-        Decided by the links alone, never by timestamps (each written by its instance's own
-        clock): a lineage is a chain, so a walk that reaches the checkpoint's parent without
-        passing the checkpoint has found another child of that parent in its place.
-        """
-        try:
-            target = await self.store.get_info(checkpoint_id)
-        except CheckpointNotFound:
-            return False
-        if thread_id is None:
-            return True
-        head = await self.pointers.read(thread_id)
-        if checkpoint_id == head.checkpoint_id or checkpoint_id in head.recent:
-            return True
-        if head.turns <= len(head.recent) or target.previous_checkpoint_id in head.recent:
-            return False  # the recent list is the whole lineage, or holds the parent's child
-        return await self._older_lineage_holds(head.recent[-1] if head.recent else None, target)
-
-    async def _older_lineage_holds(self, cursor: str | None, target: CheckpointInfo) -> bool:
-        for _ in range(_LINEAGE_WALK_LIMIT):
-            if cursor is None or cursor == target.previous_checkpoint_id:
-                break
-            if cursor == target.checkpoint_id:
-                return True
-            try:
-                info = await self.store.get_info(cursor)
-            except CheckpointNotFound:
-                break
-            cursor = info.previous_checkpoint_id
-        return False
+        """Whether a checkpoint was committed (``CommitLedger.committed``)."""
+        return await self.ledger.committed(checkpoint_id, thread_id)
 
     async def validate(self, request: RunRequest) -> None:
         """Load, validate and hydrate, then discard: what a run would refuse, refused now

@@ -125,6 +125,9 @@ class ThreadRunner:
         self.locks = locks
         self.lock_wait_seconds = lock_wait_seconds
 
+    async def is_committed(self, checkpoint_id: str, thread_id: str | None) -> bool:
+        return await self.service.is_committed(checkpoint_id, thread_id)
+
     def _deadline(self, request: RunRequest) -> float | None:
         """When an ``enqueue`` turn stops waiting for the lock; None: ``reject``, never wait."""
         if request.multitask != "enqueue":

@@ -76,7 +76,7 @@ RUN_QUEUE = "resumable/storage/run_queue.py"
 THREAD_DELETE = "resumable/threads/delete.py"
 HOUSEKEEPING = "resumable/threads/housekeeping.py"
 EVENT_SWEEP = "resumable/threads/event_sweep.py"
-RESPONSES_DELETE = "functions_adapter/responses_api.py"
+RESPONSES_DELETE = "functions_adapter/openai/responses_api.py"
 
 
 @dataclass(frozen=True)

@@ -194,7 +194,11 @@ async def _pending_after_one_failure(host: FunctionHost, receiver: WebhookReceiv
 async def test_a_claim_left_by_a_crashed_instance_is_taken_over_once_stale(
     callback_env: FunctionHost, receiver: WebhookReceiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from resumable.background import callbacks as deliveries
+
     monkeypatch.setenv("CALLBACK_RETRY_SCHEDULE", "1")
+    # A claim lapses CLAIM_SECONDS after it was written, by the storage service's clock.
+    monkeypatch.setattr(deliveries, "CLAIM_SECONDS", 0.0)
     run_id = await _pending_after_one_failure(callback_env, receiver)
     await _claim(run_id, "crashed", until=time.time() - 1)  # it claimed the retry, then died
     runner = QueueRunner(callback_env)
@@ -214,7 +218,7 @@ async def test_a_live_claim_defers_another_delivery_and_its_own_message_resumes_
     monkeypatch.setenv("CALLBACK_RETRY_SCHEDULE", "600")
     run_id = await _pending_after_one_failure(callback_env, receiver)
     store = callback_store(wiring.container_for(wiring.load_settings()))
-    await store.update(run_id, lambda s: dataclasses.replace(s, next_at=time.time()))  # the retry is due
+    await store.update(run_id, lambda s: dataclasses.replace(s, next_at=time.time(), wait=0.0))  # the retry is due
     await _claim(run_id, "holder", until=time.time() + 30)  # another instance is POSTing it now
     queued = await _queued(azurite, os.environ["RUNS_QUEUE"])
     await callback_env.invoke_queue_trigger("run_in_background", _message(f"callback.{run_id}", "duplicate"))

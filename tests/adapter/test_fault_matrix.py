@@ -173,21 +173,9 @@ RUN_WRITES = [
     "run.order.delete",
     "callback.create",
 ]
-ERASURE: dict[str, str] = {
-    "callback.create": (
-        "issue 28 section 2.2: the run's callback record (its URL and thread) is created after the "
-        "DELETE answered 204 and stays pending; still open after the erasure merge"
-    ),
-}
 
 
-@pytest.mark.parametrize(
-    "site",
-    [
-        pytest.param(site, marks=[pytest.mark.xfail(strict=True, reason=ERASURE[site])] if site in ERASURE else [])
-        for site in RUN_WRITES
-    ],
-)
+@pytest.mark.parametrize("site", RUN_WRITES)
 async def test_a_delete_just_before_each_write_of_a_background_run_leaves_nothing(ctx: Ctx, site: str) -> None:
     """Another instance DELETEs the thread just before the run's write: once the DELETE answered
     204 and the queue drained, nothing of the thread may be left (its text is erased)."""

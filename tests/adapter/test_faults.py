@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -143,15 +145,13 @@ async def test_a_pointer_write_that_lands_but_loses_its_answer_counts_as_done(
     assert second["previous_checkpoint_id"] == (first["checkpoint_id"] if first else None)
 
 
-async def test_a_landed_pointer_write_whose_check_also_fails_is_503_and_keeps_the_checkpoint(
-    faulty: FunctionHost, monkeypatch
-) -> None:
-    """The swap lands, its answer is lost, and the re-read that would tell fails too: the
-    turn may have committed, so it must not be reported as lost (thread_busy) and its
-    checkpoint, possibly the new head, must not be deleted."""
+@contextmanager
+def swap_lands_then_reads_fail(reads_failing: int | None = None) -> Iterator[list[str]]:
+    """The pointer swap lands and its answer is lost; then the next ``reads_failing``
+    record reads (None: every one) fail, so whether the turn committed cannot be told
+    until storage answers again."""
     from resumable.storage.blob_records import BlobRecords, RecordConflict
 
-    _, first, _ = await turn(faulty, "one")
     original_replace, original_get = BlobRecords.replace, BlobRecords.get
     reads_after_swap: list[str] = []
 
@@ -161,17 +161,66 @@ async def test_a_landed_pointer_write_whose_check_also_fails_is_503_and_keeps_th
         raise RecordConflict(name)
 
     async def get_fails_after_swap(self, name):
-        if reads_after_swap:
+        if reads_after_swap and (reads_failing is None or len(reads_after_swap) <= reads_failing):
+            reads_after_swap.append(name)
             raise StorageUnavailable("Checkpoint storage could not be reached during read record.")
         return await original_get(self, name)
 
-    with monkeypatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch:
         patch.setattr(BlobRecords, "replace", lands_then_conflicts)
         patch.setattr(BlobRecords, "get", get_fails_after_swap)
+        yield reads_after_swap
+
+
+async def test_a_landed_pointer_write_whose_check_also_fails_is_outcome_unknown_and_keeps_the_checkpoint(
+    faulty: FunctionHost,
+) -> None:
+    """The swap lands, its answer is lost, and the re-read that would tell fails too: the
+    turn may have committed, so it must not be reported as lost (thread_busy), nor as a
+    503 a client retries blindly (the retry would apply the turn twice), and its
+    checkpoint, possibly the new head, must not be deleted."""
+    _, first, _ = await turn(faulty, "one")
+    with swap_lands_then_reads_fail():
         status, body, headers = await turn(faulty, "two")
-    assert (status, body["error"]["code"]) == (503, "storage_unavailable")
-    assert "retry-after" in headers
+    assert (status, body["error"]["code"]) == (500, "outcome_unknown")
+    assert headers["x-should-retry"] == "false" and "retry-after" not in headers
     head = await head_id()
     assert head != first["checkpoint_id"]  # the swap did land
+    # The error names what to check: the checkpoint the turn was committing, on its thread.
+    assert body["error"]["details"] == {"checkpoint_id": head, "thread_id": "t"}
     service = composition.build_service(Settings.from_env())
     assert (await service.store.load(head)).previous_checkpoint_id == first["checkpoint_id"]
+
+
+async def test_a_streamed_turn_whose_outcome_is_unknown_ends_with_outcome_unknown(faulty: FunctionHost) -> None:
+    await turn(faulty, "one")
+    with swap_lands_then_reads_fail():
+        response = await faulty.request("POST", "/api/threads/t/runs", json_body={"messages": "two", "stream": True})
+        text = (await response.body()).decode()
+    assert response.status == 200
+    last = [line for line in text.splitlines() if line.startswith("data:")][-1]
+    assert json.loads(last.removeprefix("data:"))["error"]["code"] == "outcome_unknown"
+    assert "event: error" in text and "storage_unavailable" not in text
+
+
+async def test_a_failure_after_the_commit_point_that_did_commit_answers_the_turn(faulty: FunctionHost) -> None:
+    """The swap's own re-read fails, but the pipeline's check (storage back) finds the turn
+    committed: the caller gets its 200, not an error it would retry."""
+    _, first, _ = await turn(faulty, "one")
+    with swap_lands_then_reads_fail(reads_failing=1):
+        status, second, _ = await turn(faulty, "two")
+    assert status == 200, second
+    assert await head_id() == second["checkpoint_id"]
+    assert second["previous_checkpoint_id"] == first["checkpoint_id"]
+
+
+async def test_an_mcp_turn_whose_outcome_is_unknown_is_a_tool_error_not_to_retry(faulty: FunctionHost) -> None:
+    await turn(faulty, "one")
+    (trigger,) = [t for t in faulty.triggers.values() if t.binding.get("toolName") == "run_turn"]
+    context = {"name": "run_turn", "arguments": {"thread_id": "t", "message": "two"}, "transport": {"name": "http"}}
+    with swap_lands_then_reads_fail():
+        envelope = json.loads(await trigger.handler(context=json.dumps(context)))
+    result = json.loads(envelope["content"])
+    assert result["isError"] is True
+    assert result["structuredContent"]["error"]["code"] == "outcome_unknown"
+    assert result["structuredContent"]["status"] == 500 and "retry_after" not in result["structuredContent"]

@@ -377,7 +377,9 @@ def test_routes_and_auth_levels_are_registered_as_documented(host: FunctionHost)
         ("delete_response", ("DELETE",), "FUNCTION"),
         ("cancel_response", ("POST",), "FUNCTION"),
         ("response_input_items", ("GET",), "FUNCTION"),
+        ("ag_ui", ("POST",), "FUNCTION"),
         ("health", ("GET",), "ANONYMOUS"),
+        ("openapi", ("GET",), "ANONYMOUS"),
     }
     queues = {
         name: (t.binding["queueName"], t.binding["connection"])

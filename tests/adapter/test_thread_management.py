@@ -264,6 +264,8 @@ async def test_a_put_whose_answer_was_lost_is_not_412(
         ('W/"a"', 412),  # weak: If-Match compares strongly, so it never matches
         ('"0x8D0000000000000"', 412),  # well formed and stale
         ('W/"a", "b"', 400),
+        ('"a,b"', 412),  # one well-formed ETag holding a comma: never one of ours (was a 500)
+        ('"abc"', 412),  # well formed, not storage's shape: it cannot match
     ],
 )
 async def test_if_match_is_one_etag_or_star_checked_before_storage(

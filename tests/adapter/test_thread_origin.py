@@ -187,3 +187,31 @@ async def test_a_response_answers_only_its_origin(host: FunctionHost, monkeypatc
     continued = {"input": "and then?", "previous_response_id": response_id}
     assert (await host.request("POST", "/api/responses", json_body=continued, headers=bob)).status == 403
     assert (await host.request("POST", "/api/responses", json_body=continued, headers=alice)).status == 200
+
+
+async def test_an_idempotency_key_is_its_origin_s_alone(app: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Bob sends Alice's key with her exact body: he gets his own outcome (403 on her thread,
+    # a run of his own elsewhere), never the stored response of her turn.
+    monkeypatch.setenv("WEBSITE_AUTH_ENABLED", "True")
+    alice, bob = _principal("a11ce"), _principal("b0b")
+    calls = [
+        ("/api/threads/keyed/runs", {"messages": "secret plan"}),
+        ("/api/threads/keyed-bg/runs", {"messages": "secret plan", "background": True}),
+        ("/api/runs", {"messages": "secret plan"}),
+        ("/api/responses", {"input": "secret plan"}),
+    ]
+    for number, (route, body) in enumerate(calls):
+        key = {"Idempotency-Key": f"shared-{number}"}
+        first = await app.request("POST", route, json_body=body, headers={**alice, **key})
+        assert first.status in (200, 202), await first.body()
+        replayed = await app.request("POST", route, json_body=body, headers={**alice, **key})
+        assert await replayed.body() == await first.body(), route  # her own retry replays
+        await QueueRunner(app).run_until_idle()  # her background turn made its thread
+        other = await app.request("POST", route, json_body=body, headers={**bob, **key})
+        if "/threads/" in route:
+            assert other.status == 403, route
+        else:
+            assert other.status == 200, route
+            assert await other.body() != await first.body(), route
+        assert (await app.request("POST", route, json_body=body, headers={**bob, **key})).status == other.status
+    assert await _turns("keyed") == 1

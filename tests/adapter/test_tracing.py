@@ -108,7 +108,7 @@ async def test_logs_are_structured_and_never_carry_message_content(
         body = await response.json()
     assert all(secret_text not in r.getMessage() and secret_text not in str(r.__dict__) for r in caplog.records)
     saved = [r for r in caplog.records if r.getMessage() == "checkpoint saved"]
-    done = [r for r in caplog.records if r.getMessage() == "request completed"]
+    done = [r for r in caplog.records if r.getMessage().startswith("request completed: POST threads/{thread_id}/runs")]
     assert saved[0].checkpoint_id == body["checkpoint_id"]
     assert saved[0].thread_id == "t-9"
     assert saved[0].request_id == done[0].request_id == response.headers["x-request-id"]

@@ -49,7 +49,7 @@ def _check_requests_http(exchanges: list[Exchange]) -> None:
     import function_app  # the routes the file must reach
 
     _, written = parse_http_file((EXAMPLES / "requests.http").read_text())
-    assert len(exchanges) == len(written) == 25
+    assert len(exchanges) == len(written) == 27
     routes = FunctionHost(function_app.app)
     covered = set()
     for exchange in exchanges:
@@ -68,6 +68,7 @@ def _check_requests_http(exchanges: list[Exchange]) -> None:
     assert json.loads(exchanges[2].body)["status"] == "pending_requests"
     assert json.loads(exchanges[3].body)["status"] == "idle"  # the approval answered it
     assert "event: done" in exchanges[4].body  # the streamed turn
+    assert '"type":"RUN_FINISHED"' in by_path["POST /api/ag-ui"].body  # an AG-UI run
     # The background run was executed by the queue runner; its stream replays it to the end.
     (status,) = [e for e in exchanges if e.headers.get("prefer") == "wait=30"]
     assert json.loads(status.body)["status"] == "succeeded", status.body
@@ -78,7 +79,7 @@ def _check_requests_http(exchanges: list[Exchange]) -> None:
 def test_httpyac_runs_every_request_of_requests_http(served: Serving, tmp_path: Path) -> None:
     result, exchanges = httpyac_run(pointed_at("requests.http", tmp_path, served.base))
     summary = result["summary"]
-    assert summary["successRequests"] == summary["totalRequests"] == 25, summary
+    assert summary["successRequests"] == summary["totalRequests"] == 27, summary
     assert summary["erroredRequests"] == summary["failedRequests"] == 0, summary
     _check_requests_http(exchanges)
 

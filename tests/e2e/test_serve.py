@@ -23,6 +23,7 @@ import pytest
 from azure.storage.blob import BlobServiceClient
 
 from devtools.azurite import Azurite
+from devtools.fake_openai import start_fake_openai
 from devtools.function_host import FunctionHost
 from devtools.ncrontab import Schedule
 from devtools.timers import TimerRunner
@@ -113,6 +114,67 @@ async def test_the_admin_endpoint_invokes_the_timer_now(served: Serving) -> None
     assert "Admin invocation of sweep_orphan_checkpoints failed" not in served.output()
 
 
+async def test_unknown_routes_and_wrong_methods_answer_the_documented_error_shape(served: Serving) -> None:
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"{served.base}/no/such/route") as response:
+            assert response.status == 404
+            assert (await response.json()) == {
+                "error": {"code": "not_found", "message": "No function of this app answers GET /api/no/such/route."}
+            }
+        # GET and DELETE are two functions on one route: Allow names both.
+        async with session.put(f"{served.base}/threads/t1") as response:
+            assert response.status == 405
+            assert response.headers["Allow"] == "DELETE, GET"
+            error = (await response.json())["error"]
+            assert error["code"] == "method_not_allowed" and set(error) == {"code", "message"}
+
+
+def test_the_request_log_line_names_route_status_and_duration(served: Serving) -> None:
+    """After a run above: one line per request, with what an operator reads first."""
+    assert re.search(r"request completed: POST runs -> 200 in \d+(\.\d+)? ms", served.output()), served.output()[-3000:]
+
+
+def test_agent_framework_logs_nothing_per_request_at_info(served: Serving) -> None:
+    """After the runs above: no per-superstep or per-build framework lines."""
+    out = served.output()
+    assert "POST runs -> 200" in out
+    assert "Dead-end executors detected" not in out
+    assert "Created checkpoint" not in out
+
+
+async def test_ctrl_c_during_a_stream_prints_no_traceback(tmp_path: Path) -> None:
+    """Through a real socket: a turn streams and its model is still answering when Ctrl+C comes."""
+    model = await start_fake_openai()
+    model.hold_role = "reviewer:"  # the second agent's reply pauses after its first chunk
+    settings = json.loads((ROOT / "local.settings.sample.json").read_text())
+    settings["Values"].update(
+        WORKFLOW="chat-agents",
+        OPENAI_BASE_URL=model.base_url,
+        OPENAI_API_KEY="sk-fake",
+        OPENAI_MODEL="fake",
+        SSE_KEEPALIVE_SECONDS="0.2",
+    )
+    (tmp_path / "settings.json").write_text(json.dumps(settings))
+    try:
+        with serving(tmp_path, settings=tmp_path / "settings.json") as server:
+            headers = {"Accept": "text/event-stream"}
+            async with (
+                aiohttp.ClientSession() as session,
+                session.post(f"{server.base}/runs", json={"messages": "hi"}, headers=headers) as response,
+            ):
+                assert response.status == 200
+                while model.requests == [] or len(model.requests) < 2:  # the reviewer is answering
+                    await response.content.readuntil(b"\n\n")
+                await asyncio.to_thread(server.stop, signal.SIGINT)
+            assert server.process.returncode == 0, server.output()[-3000:]
+            assert session_processes(server.process.pid) == []
+    finally:
+        model.release.set()
+        await model.close()
+    assert "Traceback" not in server.output(), server.output()[-3000:]
+    assert "CancelledError" not in server.output(), server.output()[-3000:]
+
+
 def test_ctrl_c_stops_everything_it_started(served: Serving) -> None:
     """After the other tests of ``served``: it stops that server."""
     assert len(session_processes(served.process.pid)) >= 3  # the server and Azurite's two services
@@ -129,6 +191,14 @@ def test_sigterm_stops_everything_it_started(tmp_path: Path) -> None:
         assert server.process.returncode == 0, server.output()[-3000:]
         assert seconds < 10, seconds
         assert session_processes(server.process.pid) == []
+
+
+def test_closing_the_terminal_stops_everything_it_started(tmp_path: Path) -> None:
+    """A closed terminal sends SIGHUP to the session's leader: Azurite must not outlive it."""
+    with serving(tmp_path) as server:
+        server.stop(signal.SIGHUP, group=False)
+        assert session_processes(server.process.pid) == [], server.output()[-3000:]
+        assert server.process.returncode == 0, server.output()[-3000:]
 
 
 # -- the timer: NCRONTAB schedules, fired in-process ------------------------------------------

@@ -14,7 +14,9 @@ import json
 import sys
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,16 +28,21 @@ if sys.version_info < (3, 13):
 
 # On 3.13+ a missing azure-functions-runtime (or protobuf) is an import error: the module fails.
 import azure_functions_runtime.version
+from azure.storage.queue import QueueMessage, TextBase64DecodePolicy, TextBase64EncodePolicy
+from azure.storage.queue.aio import QueueClient
 
+from devtools.azurite import Azurite
 from devtools.function_host import FunctionHost
 from devtools.worker_driver import WorkerDriver, protos
-from functions_adapter import maintenance
+from functions_adapter import maintenance, queue_triggers
 from functions_adapter import wiring as composition
 from functions_adapter.settings import Settings
+from resumable.background import executor as run_executor
 from tests import recording_workflow
 
 ROOT = Path(__file__).resolve().parents[2]
 SUCCESS = protos.StatusResult.Success
+FAILURE = protos.StatusResult.Failure
 
 # The contract function_app.py declares: name -> (route, methods, authLevel).
 HTTP_FUNCTIONS = {
@@ -55,6 +62,7 @@ HTTP_FUNCTIONS = {
     "cancel_response": ("responses/{response_id}/cancel", {"POST"}, "FUNCTION"),
     "response_input_items": ("responses/{response_id}/input_items", {"GET"}, "FUNCTION"),
     "health": ("health", {"GET"}, "ANONYMOUS"),
+    "openapi": ("openapi.json", {"GET"}, "ANONYMOUS"),
 }
 QUEUE_FUNCTIONS = {"run_in_background": "%RUNS_QUEUE%", "fail_poisoned_run": "%RUNS_QUEUE%-poison"}
 MCP_FUNCTIONS = {
@@ -322,3 +330,163 @@ async def test_the_mcp_tool_triggers_are_indexed_and_invoked_as_the_mcp_extensio
     assert reply.result.status == SUCCESS  # a refusal is a tool result, not a failed invocation
     refused = json.loads(json.loads(reply.return_value.string)["content"])
     assert refused["isError"] is True and refused["structuredContent"]["error"]["code"] == "thread_not_found"
+
+
+# -- the queue triggers, invoked as the host invokes them ------------------------------------
+
+
+def _queue(azurite: Azurite, name: str) -> QueueClient:
+    """The run queue as the host's listener reads it (base64 text, its default messageEncoding)."""
+    return QueueClient.from_connection_string(
+        azurite.connection_string,
+        name,
+        message_encode_policy=TextBase64EncodePolicy(),
+        message_decode_policy=TextBase64DecodePolicy(),
+    )
+
+
+async def _receive(client: QueueClient) -> QueueMessage:
+    """Dequeue the one message the test expects, hidden long enough not to be seen twice."""
+    (message,) = [m async for m in client.receive_messages(max_messages=32, visibility_timeout=600)]
+    return message
+
+
+def _host_binding(message: QueueMessage, function: str) -> tuple[list[Any], dict[str, Any]]:
+    """What the host sends for a queue message: the decoded body as a string binding and the
+    trigger metadata (the count as JSON text, the times as JSON-quoted ISO strings)."""
+
+    def when(moment: datetime) -> Any:
+        return protos.TypedData(json=json.dumps(moment.isoformat()))
+
+    metadata = {
+        "QueueTrigger": protos.TypedData(string=message.content),
+        "DequeueCount": protos.TypedData(json=str(message.dequeue_count)),
+        "Id": protos.TypedData(string=message.id),
+        "PopReceipt": protos.TypedData(string=message.pop_receipt),
+        "InsertionTime": when(message.inserted_on),
+        "ExpirationTime": when(message.expires_on),
+        "NextVisibleTime": when(message.next_visible_on),
+        "sys": protos.TypedData(
+            json=json.dumps(
+                {"MethodName": function, "UtcNow": datetime.now(UTC).isoformat(), "RandGuid": str(uuid.uuid4())}
+            )
+        ),
+    }
+    return [protos.ParameterBinding(name="message", data=protos.TypedData(string=message.content))], metadata
+
+
+@pytest.fixture
+def delivered(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The ``func.QueueMessage`` objects the worker built and the app's handlers received."""
+    seen: list[Any] = []
+    for name in ("handle_message", "handle_poisoned"):
+        handler = getattr(queue_triggers, name)
+
+        async def spy(message: Any, handler: Any = handler) -> None:
+            seen.append(message)
+            await handler(message)
+
+        monkeypatch.setattr(queue_triggers, name, spy)
+    return seen
+
+
+async def _json(worker: WorkerDriver, method: str, path: str, **body: Any) -> tuple[int, Any]:
+    async with worker.http(method, path, json_body=body or None) as call:
+        return call.response.status, await call.response.json()
+
+
+async def test_the_queue_trigger_runs_a_background_run_once_however_often_it_is_delivered(
+    worker: WorkerDriver, queue_env: str, azurite: Azurite, delivered: list[Any]
+) -> None:
+    thread_id = f"bg-{uuid.uuid4().hex[:8]}"
+    status, first = await _json(worker, "POST", f"/api/threads/{thread_id}/runs", messages="in the foreground")
+    assert status == 200, first
+    status, accepted = await _json(
+        worker, "POST", f"/api/threads/{thread_id}/runs", messages="in the background", background=True
+    )
+    assert status == 202, accepted
+    run_id = accepted["run_id"]
+
+    async with _queue(azurite, queue_env) as client:
+        message = await _receive(client)
+        assert message.content == run_id and message.dequeue_count == 1
+        bindings, metadata = _host_binding(message, "run_in_background")
+        reply = await worker.invoke(worker.function_id("run_in_background"), bindings, trigger_metadata=metadata)
+        assert reply.result.status == SUCCESS, reply.result.exception.message
+        assert reply.HasField("return_value") is False
+
+        # The worker built the QueueMessage from every field the host sent.
+        (got,) = delivered
+        assert (got.id, got.get_body(), got.dequeue_count, got.pop_receipt) == (
+            message.id,
+            run_id.encode(),
+            1,
+            message.pop_receipt,
+        )
+        assert (got.insertion_time, got.expiration_time, got.time_next_visible) == (
+            message.inserted_on,
+            message.expires_on,
+            message.next_visible_on,
+        )
+
+        status, run = await _json(worker, "GET", f"/api/runs/{run_id}")
+        assert status == 200 and run["status"] == "succeeded", run
+        assert run["attempts"] == 1 and run["error"] is None
+        assert run["result"]["previous_checkpoint_id"] == first["checkpoint_id"]
+        assert "turn 2" in run["result"]["messages"][0]["content"]
+        status, thread = await _json(worker, "GET", f"/api/threads/{thread_id}")
+        assert (thread["turns"], thread["checkpoint_id"]) == (2, run["result"]["checkpoint_id"])
+        service = composition.build_service(Settings.from_env())
+        checkpoints = sorted(await service.store.list_checkpoint_ids(workflow_name="conversation-demo"))
+
+        # The host lost the message's deletion (an instance died after the run): Azurite
+        # delivers the same message again, and the host sends DequeueCount "2".
+        await client.update_message(message, visibility_timeout=0)
+        again = await _receive(client)
+        assert (again.id, again.content, again.dequeue_count) == (message.id, run_id, 2)
+        bindings, metadata = _host_binding(again, "run_in_background")
+        assert metadata["DequeueCount"].json == "2"
+        reply = await worker.invoke(worker.function_id("run_in_background"), bindings, trigger_metadata=metadata)
+        assert reply.result.status == SUCCESS, reply.result.exception.message  # the host deletes it now
+        assert [m.dequeue_count for m in delivered] == [1, 2]
+
+    # Nothing committed twice: the run record, the thread and the checkpoints are as they were.
+    assert await _json(worker, "GET", f"/api/runs/{run_id}") == (200, run)
+    assert await _json(worker, "GET", f"/api/threads/{thread_id}") == (200, thread)
+    assert sorted(await service.store.list_checkpoint_ids(workflow_name="conversation-demo")) == checkpoints
+
+
+async def test_the_poison_trigger_fails_a_run_that_never_ran_and_a_delivery_that_raises_fails_the_invocation(
+    worker: WorkerDriver, queue_env: str, azurite: Azurite, delivered: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    status, accepted = await _json(worker, "POST", "/api/runs", messages="never run", background=True)
+    assert status == 202, accepted
+    run_id = accepted["run_id"]
+    # The host, after maxDequeueCount failed deliveries: a copy of the body goes to
+    # <queue>-poison, the original is deleted, and the poison trigger gets the copy.
+    async with _queue(azurite, queue_env) as client, _queue(azurite, f"{queue_env}-poison") as poison:
+        message = await _receive(client)
+        await poison.create_queue()
+        await poison.send_message(message.content)
+        await client.delete_message(message)
+        moved = await _receive(poison)
+    assert moved.content == run_id and moved.dequeue_count == 1
+    bindings, metadata = _host_binding(moved, "fail_poisoned_run")
+    reply = await worker.invoke(worker.function_id("fail_poisoned_run"), bindings, trigger_metadata=metadata)
+    assert reply.result.status == SUCCESS, reply.result.exception.message
+    assert [(m.id, m.get_body()) for m in delivered] == [(moved.id, run_id.encode())]
+    status, run = await _json(worker, "GET", f"/api/runs/{run_id}")
+    assert status == 200 and run["status"] == "failed", run
+    assert run["error"]["code"] == "delivery_attempts_exhausted"
+    assert run["attempts"] == 0 and run["result"] is None
+
+    # A delivery the app cannot complete yet (no record for the run) raises; the worker
+    # reports the invocation as failed, which is what makes the host deliver it again.
+    monkeypatch.setattr(run_executor, "RECORD_WAIT_SECONDS", 0.2)
+    async with _queue(azurite, queue_env) as client:
+        await client.send_message("0123456789abcdef")
+        orphan = await _receive(client)
+    bindings, metadata = _host_binding(orphan, "run_in_background")
+    reply = await worker.invoke(worker.function_id("run_in_background"), bindings, trigger_metadata=metadata)
+    assert reply.result.status == FAILURE
+    assert "Traceback" not in reply.result.exception.message

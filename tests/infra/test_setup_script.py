@@ -241,5 +241,8 @@ def test_a_missing_httpyac_installs_the_node_tools(tmp_path: Path) -> None:
     env = {**os.environ, "PATH": _path_without(tmp_path, {"npm"}, fake_npm), "PYTHON": str(THIS_PYTHON)}
     done = _setup(project, env, "--no-iac")
     assert done.returncode == 0, done.stdout
-    assert "Installing Azurite 3.37.0 and httpyac 6.16.7 (npm ci)." in done.stdout.splitlines()
+    assert (
+        "Installing Azurite 3.37.0, httpyac 6.16.7 and the other test tools of package-lock.json (npm ci)."
+        in done.stdout.splitlines()
+    )
     assert log.read_text().split()[0] == "ci"

@@ -303,7 +303,8 @@ async def test_a_pointer_write_whose_answer_was_lost_is_applied(
 async def test_when_the_pointer_cannot_be_read_after_a_lost_answer_the_turn_is_not_reported_lost(
     host: FunctionHost, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Outcome unknown: 503, and the checkpoint (which may now be the head) is kept."""
+    """Outcome unknown: 500 ``outcome_unknown`` (never a retryable 503, whose blind retry would
+    apply the turn twice), and the checkpoint (which may now be the head) is kept."""
     await two_turns(host)
     original_get = BlobRecords.get
     down: list[bool] = []
@@ -329,7 +330,7 @@ async def test_when_the_pointer_cannot_be_read_after_a_lost_answer_the_turn_is_n
         patch.setattr(RecordStore, "_write", then_down)
         status, body = await turn(host, THREAD, "three")
     assert hits.writes
-    assert (status, body["error"]["code"]) == (503, "storage_unavailable")
+    assert (status, body["error"]["code"]) == (500, "outcome_unknown")
     head = await service().pointers.read(THREAD)
     assert head.turns == 3, "the write landed"
     await service().store.get_info(head.checkpoint_id)  # and its checkpoint was not deleted

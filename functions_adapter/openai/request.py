@@ -11,13 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from functions_adapter.openai.objects import run_id_of, with_param
+from functions_adapter.params import flag, json_object, mapped
+from functions_adapter.settings import InputLimits
 from resumable.base import strict_json
 from resumable.base.errors import InvalidRequest, ResumeError
 from resumable.base.ids import validate_id
-
-from .openai_objects import run_id_of, with_param
-from .params import flag, json_object, mapped
-from .settings import InputLimits
 
 FIELDS = frozenset(
     {"input", "model", "previous_response_id", "conversation", "stream", "background", "store", "metadata"}

@@ -15,6 +15,18 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
 
+from functions_adapter import callbacks
+from functions_adapter.api import thread_api
+from functions_adapter.api.background_submit import run_control, submit
+from functions_adapter.authorization import check_run_origin
+from functions_adapter.headers import last_event_id as _last_event_id
+from functions_adapter.headers import preferences
+from functions_adapter.headers import wait_seconds as _wait_seconds
+from functions_adapter.http_responses import JSON_MEDIA_TYPE, json_response, render_json
+from functions_adapter.settings import Settings
+from functions_adapter.sse import KEEPALIVE, MEDIA_TYPE, sse_event
+from functions_adapter.turns import Turn
+from functions_adapter.wiring import container_for, load_settings
 from resumable.background import follow
 from resumable.background import records as rr
 from resumable.background.accept import Accepted
@@ -22,18 +34,6 @@ from resumable.background.events import EventReader, LoggedEvent
 from resumable.background.records import RunRecord, RunRecords
 from resumable.core.event_pump import IdleTick
 from resumable.storage.record_store import Stored
-
-from . import callbacks, thread_api
-from .authorization import check_run_origin
-from .background_submit import run_control, submit
-from .headers import last_event_id as _last_event_id
-from .headers import preferences
-from .headers import wait_seconds as _wait_seconds
-from .responses import JSON_MEDIA_TYPE, json_response, render_json
-from .settings import Settings
-from .sse import KEEPALIVE, MEDIA_TYPE, sse_event
-from .turns import Turn
-from .wiring import container_for, load_settings
 
 logger = logging.getLogger(__name__)
 _STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}

@@ -95,7 +95,7 @@ async def resolved(records: RunRecords, service: RunService, found: Stored[RunRe
     record = found.value
     if not _unsettled(record):
         return found
-    body = await CommitCheck(service).committed(record)
+    body = await CommitCheck(service.ledger).committed(record)
     if body is not None:
         at = record.commits[0].at
         return await records.update(record.run_id, lambda r: _succeeded(r, body, at), current=found)

@@ -11,13 +11,12 @@ from typing import Any
 
 from agent_framework import Message
 
+from functions_adapter.params import flag, json_object, one_of
+from functions_adapter.settings import InputLimits
 from resumable.base.errors import InvalidRequest
 from resumable.base.ids import validate_id
 from resumable.core.resume import TurnInput
 from resumable.core.runs import RunRequest
-
-from .params import flag, json_object, one_of
-from .settings import InputLimits
 
 _ROLES = ("user", "system")
 _MULTITASK = ("reject", "enqueue")

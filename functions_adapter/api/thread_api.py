@@ -9,6 +9,11 @@ from typing import Any
 
 from fastapi import Request, Response
 
+from functions_adapter.authorization import ADAPTER_ORIGIN, authorize, check_owner, origin_of
+from functions_adapter.http_responses import json_response
+from functions_adapter.params import whole_number
+from functions_adapter.settings import Settings
+from functions_adapter.wiring import build_service, container_for, load_settings
 from resumable.base import strict_json
 from resumable.base.errors import CheckpointNotFound, InvalidRequest, PreconditionFailed, ThreadNotFound
 from resumable.base.ids import validate_id
@@ -17,17 +22,14 @@ from resumable.threads.admin import MAX_PAGE, ThreadMetadata, history
 from resumable.threads.delete import delete_thread
 from resumable.threads.pointers import ThreadHead, expired
 
-from .authorization import ADAPTER_ORIGIN, authorize, check_owner, origin_of
-from .params import whole_number
-from .responses import json_response
-from .settings import Settings
-from .wiring import build_service, container_for, load_settings
-
 logger = logging.getLogger(__name__)
 DEFAULT_PAGE = 20
 # RFC 9110 entity-tag: an optional W/ and a quoted run of visible ASCII (no '"'); RFC 9110
 # also admits obs-text, which no ETag of this app (Azure Storage's) ever holds.
 _ETAG = re.compile(r'(W/)?"[\x21\x23-\x7e]*"')
+# What Blob Storage's ETags look like: a well-formed ETag of any other shape never matches one
+# (412 here, before storage sees a header it might read as a list, like '"a,b"').
+_STORAGE_ETAG = re.compile(r'"0x[0-9A-F]{1,32}"')
 
 
 async def gate(request: Request, settings: Settings, route: str, thread_id: str) -> None:
@@ -141,6 +143,8 @@ def _if_match(raw: str | None) -> str | None:
         raise InvalidRequest("'If-Match' must be one ETag, as the metadata's 'ETag' header gave it, or '*'.")
     if value.startswith("W/"):
         raise PreconditionFailed("A weak ETag never matches 'If-Match'; send the metadata's 'ETag' as given.")
+    if _STORAGE_ETAG.fullmatch(value) is None:
+        raise PreconditionFailed("That ETag is not the metadata's; send the metadata's 'ETag' as given.")
     return value
 
 

@@ -9,11 +9,12 @@ role an Idempotency-Key claim plays on ``/api/runs``, and a lease in the backgro
   after it (``response_records``), so it can be retrieved, continued
   (``previous_response_id``) and listed like a background one, and a DELETE of the
   thread removes it with the rest;
-* a failure after the commit point is resolved: the turn may have committed (a pointer
-  swap whose answer was lost while storage was failing). If it did, the answer is the
-  response after all; if nobody can tell, the answer is ``outcome_unknown``, which no
-  client retries on its own (a retry could apply the turn twice), unless the request
-  carries an Idempotency-Key, whose retry is safe: it resolves the outcome and replays.
+* a failure after the commit point is resolved by the turn pipeline (``RunOwner``,
+  ``resumable.core.commit_outcome``), as for every protocol: a turn that committed after
+  all settles as ``succeeded``; one nobody can tell is ``outcome_unknown`` (shaped here:
+  ``unknown``), which no client retries on its own, unless the request carries an
+  Idempotency-Key, whose retry is safe: it resolves the outcome and replays. Its record
+  then stays, for its next read to settle.
 """
 
 from __future__ import annotations
@@ -22,51 +23,38 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any
 
 from fastapi import Response
 from fastapi.responses import StreamingResponse
 
+from functions_adapter.http_responses import JSON_MEDIA_TYPE, render_json
+from functions_adapter.openai.events import Frame, ResponseEvents
+from functions_adapter.openai.objects import render
+from functions_adapter.openai.response_records import PendingRecord
+from functions_adapter.sse import KEEPALIVE, MEDIA_TYPE, sse_event
 from resumable.base.cancel_safe import finish_even_if_cancelled
-from resumable.base.errors import ResumeError, StorageUnavailable
+from resumable.base.errors import OutcomeUnknown
 from resumable.core.claim import TaskOwner
 from resumable.core.event_pump import IdleTick
 from resumable.core.held_claim import HeldClaim
 from resumable.core.idempotency import StoredResponse
 from resumable.core.runs import Event
 
-from .openai_events import Frame, ResponseEvents
-from .openai_objects import OutcomeUnknown, render
-from .response_records import PendingRecord
-from .responses import JSON_MEDIA_TYPE, render_json
-from .sse import KEEPALIVE, MEDIA_TYPE, sse_event
-
 logger = logging.getLogger(__name__)
 _STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-# What a failure after the commit point turned out to be.
-COMMITTED, NOT_COMMITTED, UNKNOWN = "committed", "not_committed", "unknown"
-# Failures after the commit point that may hide a commit (the rest are refusals: a lost race...).
-_CHECKED = frozenset({StorageUnavailable.code, ResumeError.code})
-# Whether a checkpoint was committed (for a thread turn: is in its lineage): ``RunService``'s.
-IsCommitted = Callable[[str, str | None], Awaitable[bool]]
 
 
 class ResponseCommit:
-    """Renders the response at the commit point, stores it, settles the key's claim, and
-    tells a failure after the commit point that committed from one that did not."""
+    """Renders the response at the commit point, stores it, and settles the key's claim."""
 
-    def __init__(
-        self, base: dict[str, Any], claim: HeldClaim | None, pending: PendingRecord | None, is_committed: IsCommitted
-    ) -> None:
+    def __init__(self, base: dict[str, Any], claim: HeldClaim | None, pending: PendingRecord | None) -> None:
         self._base = base
         self._claim = claim
         self._pending = pending
-        self._is_committed = is_committed
         self._completed_at = 0.0
-        self._intent: tuple[str, str | None, bytes] | None = None  # checkpoint, thread, run result
         self.final: bytes | None = None
-        self.outcome: str | None = None  # after a failure: COMMITTED, NOT_COMMITTED or UNKNOWN
         self.settled = asyncio.Event()
 
     def start(self, tasks: TaskOwner) -> None:
@@ -86,12 +74,12 @@ class ResponseCommit:
         final = self._render(body)
         if self._pending is not None:
             await self._pending.write(checkpoint_id, stamp, body)
-        self._intent = (checkpoint_id, thread_id, body)
         if self._claim is not None:
             return await self._claim.before_commit(checkpoint_id, thread_id, final, stamp=stamp)
         return None
 
     async def succeeded(self, body: bytes) -> None:
+        """The turn committed (perhaps found so after a failure): ``body`` is its result."""
         await finish_even_if_cancelled(self._settle(self._succeeded(body)))
 
     async def _succeeded(self, body: bytes) -> None:
@@ -102,14 +90,11 @@ class ResponseCommit:
             await self._claim.succeeded(final)
 
     async def failed(self, error: BaseException | None = None) -> None:
+        """It did not commit, or nobody can tell (``OutcomeUnknown``: the record stays)."""
         await finish_even_if_cancelled(self._settle(self._failed(error)))
 
     async def _failed(self, error: BaseException | None) -> None:
-        self.outcome = await self._resolve(error)
-        if self.outcome == COMMITTED and self._intent is not None:
-            await self._succeeded(self._intent[2])
-            return
-        if self.outcome == NOT_COMMITTED and self._pending is not None:
+        if self._pending is not None and not isinstance(error, OutcomeUnknown):
             await self._pending.discard()
         if self._claim is not None:
             await self._claim.failed(error)
@@ -120,33 +105,9 @@ class ResponseCommit:
         finally:
             self.settled.set()
 
-    async def _resolve(self, error: BaseException | None) -> str:
-        """Whether a failed run committed. Before the commit point nothing did; a refusal the
-        library reports as such (a lost race, a refused save) committed nothing either; a
-        storage failure or anything unexpected is checked, and ``UNKNOWN`` if it cannot be."""
-        if self._intent is None:
-            return NOT_COMMITTED
-        code = getattr(error, "code", None)  # a ResumeError's, or a stream's error event's
-        if isinstance(code, str) and code not in _CHECKED:
-            return NOT_COMMITTED
-        try:
-            return COMMITTED if await self._is_committed(self._intent[0], self._intent[1]) else NOT_COMMITTED
-        except Exception:  # whatever stopped the check, the outcome is not known
-            logger.warning("Response %s: storage failed at its commit, and whether it committed is unknown", self.id)
-            return UNKNOWN
-
     @property
     def id(self) -> str:
         return str(self._base["id"])
-
-    def reported(self, error: ResumeError) -> ResumeError | None:
-        """What a failed run is answered with: None when it committed after all (answer
-        ``final``); ``OutcomeUnknown`` when nobody can tell and no key makes a retry safe."""
-        if self.outcome == COMMITTED:
-            return None
-        if self.outcome == UNKNOWN and not self.keyed:
-            return self.unknown()
-        return error
 
     @property
     def keyed(self) -> bool:
@@ -178,13 +139,7 @@ async def live_frames(
         if isinstance(item, IdleTick):
             yield None
             continue
-        name, data = item
-        if name == "error":
-            await commit.settled.wait()  # a failure after the commit point is resolved first
-            if commit.outcome == COMMITTED:
-                name = "done"
-            elif commit.outcome == UNKNOWN and not commit.keyed:
-                data = commit.unknown().to_body()
+        name, data = item  # a failure after the commit point arrives resolved (``RunOwner``)
         if name == "done":
             await commit.settled.wait()  # stored (with store) before the client hears "completed"
             frames = events.finish(json.loads(commit.final or b"{}"))

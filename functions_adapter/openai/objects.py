@@ -15,13 +15,12 @@ from typing import Any
 
 from fastapi import Response
 
+from functions_adapter.http_responses import json_response
+from functions_adapter.status_map import headers_of, status_of
 from resumable.background import records as rr
 from resumable.background.records import RunRecord
 from resumable.base import strict_json
 from resumable.base.errors import InvalidRequest, RequestInProgress, ResumeError, RunNotFound
-
-from .responses import json_response
-from .status_map import headers_of, status_of
 
 PREFIX = "resp_"
 _RUN_ID = re.compile(r"[0-9a-f]{32}")
@@ -55,13 +54,6 @@ class ResponseInProgress(RequestInProgress):
     """The response is still queued or running (409 with Retry-After)."""
 
     code = "response_in_progress"
-
-
-class OutcomeUnknown(ResumeError):
-    """Storage failed at the commit point and nobody can tell whether the turn committed:
-    500 with ``x-should-retry: false`` (no Retry-After), so no client retries it blindly."""
-
-    code = "outcome_unknown"
 
 
 def with_param(error: ResumeError, param: str) -> ResumeError:

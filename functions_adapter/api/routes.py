@@ -14,25 +14,23 @@ from typing import Any
 
 from fastapi import Request, Response
 
-from resumable import __version__
+from functions_adapter import keyed_call
+from functions_adapter import signatures as webhook_signature
+from functions_adapter.api import thread_api
+from functions_adapter.authorization import origin_of
+from functions_adapter.headers import preferences
+from functions_adapter.http_responses import JSON_MEDIA_TYPE, event_stream, json_response, replay
+from functions_adapter.params import capped_number
+from functions_adapter.request_trace import traced
+from functions_adapter.settings import Settings
+from functions_adapter.turns import build_turn
+from functions_adapter.wiring import build_service, load_settings
 from resumable.base.errors import PayloadTooLarge, UnsupportedMediaType
 from resumable.base.ids import validate_id
-from resumable.checkpoints.af_internals import AGENT_FRAMEWORK_VERSION
 from resumable.core.held_claim import HeldClaim
 from resumable.core.idempotency import StoredResponse
 from resumable.core.run_owner import RunOwner
 from resumable.core.runs import Runner, RunRequest
-
-from . import keyed_call, thread_api
-from . import signatures as webhook_signature
-from .authorization import origin_of
-from .headers import preferences
-from .params import capped_number
-from .request_trace import traced
-from .responses import JSON_MEDIA_TYPE, event_stream, json_response, replay
-from .settings import Settings
-from .turns import build_turn
-from .wiring import build_service, load_settings
 
 
 def require_json(content_type: str | None) -> None:
@@ -102,7 +100,7 @@ async def _post_run(request: Request, *, thread_id: str | None) -> Response:
     if run_request.background or "respond-async" in preferences(request.headers.get("prefer")):
         return await _background().accept(request, body, turn, settings=settings, dedupe=dedupe)
     if run_request.callback_url is not None:
-        from .background_submit import refuse_synchronous_callback  # noqa: PLC0415 - on first use
+        from functions_adapter.api.background_submit import refuse_synchronous_callback  # noqa: PLC0415 - on first use
 
         refuse_synchronous_callback(run_request)
     keyed = await keyed_call.begin(
@@ -127,7 +125,7 @@ async def _execute(runner: Runner, request: RunRequest, claim: HeldClaim | None,
 def _background() -> Any:
     """The background-run routes' module, imported on first use (cold start: the synchronous
     path never loads the run records, the event log or the queue client)."""
-    from . import background_api  # noqa: PLC0415
+    from functions_adapter.api import background_api  # noqa: PLC0415
 
     return background_api
 
@@ -185,8 +183,3 @@ async def handle_join_run(request: Request, run_id: str) -> Response:
 async def handle_cancel_run(request: Request, run_id: str) -> Response:
     """``POST /api/runs/{id}/cancel``: stop a queued or running background run."""
     return await traced(request, "runs/{run_id}/cancel", lambda: _background().cancel(request, run_id))
-
-
-async def handle_health() -> Response:
-    """``GET /api/health``: liveness and versions; touches no storage."""
-    return json_response({"status": "ok", "version": __version__, "agent_framework": AGENT_FRAMEWORK_VERSION})

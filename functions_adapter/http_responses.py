@@ -9,14 +9,13 @@ from typing import Any
 from fastapi import Response
 from fastapi.responses import StreamingResponse
 
+from functions_adapter.sse import KEEPALIVE, MEDIA_TYPE, sse_event
+from functions_adapter.status_map import headers_of, status_of
 from resumable.base import strict_json
 from resumable.base.errors import ResumeError
 from resumable.core.event_pump import IdleTick
 from resumable.core.idempotency import StoredResponse
 from resumable.core.runs import Event
-
-from .sse import KEEPALIVE, MEDIA_TYPE, sse_event
-from .status_map import headers_of, status_of
 
 JSON_MEDIA_TYPE = "application/json"
 _STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}

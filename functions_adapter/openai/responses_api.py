@@ -21,22 +21,14 @@ from dataclasses import dataclass
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from fastapi import Request, Response
 
-from resumable.background import records as rr
-from resumable.background.events import EventReader
-from resumable.background.records import RunRecord, RunRecords
-from resumable.base.errors import InvalidRequest, ResumeError
-from resumable.core.idempotency import StoredResponse, fingerprint
-from resumable.core.run_owner import RunOwner
-from resumable.core.runs import RunService
-from resumable.storage import layout
-from resumable.storage.failures import storage_unavailable_on_failure
-from resumable.storage.record_store import DELETE, Stored
-
-from . import background_submit, keyed_call, thread_api
-from .authorization import check_run_origin, origin_of
-from .keyed_call import DedupeKey
-from .openai_events import ResponseEvents, logged_run, run_frames
-from .openai_objects import (
+from functions_adapter import keyed_call
+from functions_adapter.api import background_submit, thread_api
+from functions_adapter.api.routes import read_body, require_json, verify_signature
+from functions_adapter.authorization import check_run_origin, origin_of
+from functions_adapter.http_responses import JSON_MEDIA_TYPE, json_response, render_json
+from functions_adapter.keyed_call import DedupeKey
+from functions_adapter.openai.events import ResponseEvents, logged_run, run_frames
+from functions_adapter.openai.objects import (
     STATUS,
     ResponseInProgress,
     ResponseNotFound,
@@ -50,16 +42,24 @@ from .openai_objects import (
     skeleton,
     with_param,
 )
-from .openai_request import CreateRequest, bad, parse_create
-from .openai_sync import ResponseCommit, event_stream, live_frames, replayed
-from .params import one_of, whole_number
-from .request_trace import traced
-from .response_records import PendingRecord, resolved
-from .responses import JSON_MEDIA_TYPE, json_response, render_json
-from .routes import read_body, require_json, verify_signature
-from .settings import Settings
-from .turns import Turn, build_turn
-from .wiring import build_service, container_for, load_settings
+from functions_adapter.openai.request import CreateRequest, bad, parse_create
+from functions_adapter.openai.response_records import PendingRecord, resolved
+from functions_adapter.openai.sync import ResponseCommit, event_stream, live_frames, replayed
+from functions_adapter.params import one_of, whole_number
+from functions_adapter.request_trace import traced
+from functions_adapter.settings import Settings
+from functions_adapter.turns import Turn, build_turn
+from functions_adapter.wiring import build_service, container_for, load_settings
+from resumable.background import records as rr
+from resumable.background.events import EventReader
+from resumable.background.records import RunRecord, RunRecords
+from resumable.base.errors import InvalidRequest, ResumeError
+from resumable.core.idempotency import StoredResponse, fingerprint
+from resumable.core.run_owner import RunOwner
+from resumable.core.runs import RunService
+from resumable.storage import layout
+from resumable.storage.failures import storage_unavailable_on_failure
+from resumable.storage.record_store import DELETE, Stored
 
 logger = logging.getLogger(__name__)
 # How long a cancel waits for a running response to stop, so the answer says "cancelled".
@@ -171,19 +171,12 @@ async def _respond(create: _Create) -> Response:
         origin=turn.request.origin,
     )
     pending = PendingRecord(RunRecords(container_for(settings)), record) if parsed.store else None
-    commit = ResponseCommit(base, None if keyed is None else keyed.claim, pending, create.service.is_committed)
+    commit = ResponseCommit(base, None if keyed is None else keyed.claim, pending)
     owner = RunOwner(turn.runner, turn.request, claim=commit)  # the claim it settles: see ResponseCommit
     if parsed.stream:
         events = await owner.stream(keepalive_seconds=settings.sse_keepalive_seconds)
         return event_stream(live_frames(ResponseEvents(base), events, commit, base))
-    try:
-        await owner.result()
-    except ResumeError as exc:
-        reported = commit.reported(exc)
-        if reported is exc:
-            raise
-        if reported is not None:
-            raise reported from exc
+    await owner.result()  # a failure after the commit point is resolved there (commit_outcome)
     return Response(commit.final, media_type=JSON_MEDIA_TYPE)
 
 

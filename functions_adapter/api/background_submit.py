@@ -11,6 +11,11 @@ from typing import Any
 from fastapi import Request
 from opentelemetry import propagate, trace
 
+from functions_adapter import callback_url, callbacks
+from functions_adapter.queue_triggers import callbacks_for, run_queue
+from functions_adapter.settings import Settings
+from functions_adapter.turns import Turn
+from functions_adapter.wiring import build_service, container_for, idempotency_store
 from resumable.background.accept import Accepted, AcceptRequest, Callback, Dedupe, RenderAccepted, RunAcceptor
 from resumable.background.control import RunControl
 from resumable.background.order import ThreadOrder
@@ -18,12 +23,6 @@ from resumable.background.records import RunRecords
 from resumable.base.errors import InvalidRequest, ServerMisconfigured
 from resumable.core.idempotency import fingerprint
 from resumable.core.runs import RunRequest
-
-from . import callback_url, callbacks
-from .queue_triggers import callbacks_for, run_queue
-from .settings import Settings
-from .turns import Turn
-from .wiring import build_service, container_for, idempotency_store
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +44,7 @@ async def submit(
     container = container_for(settings)
     keys = None
     if dedupe is not None:
-        keys = idempotency_store(settings, build_service(settings), ttl_seconds=dedupe.ttl_seconds)
+        keys = idempotency_store(settings, build_service(settings), ttl_seconds=dedupe.ttl_seconds, scope=dedupe.scope)
     carrier: dict[str, str] = {}
     propagate.inject(carrier)
 

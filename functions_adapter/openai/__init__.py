@@ -1,0 +1,1 @@
+"""openai: see docs/architecture.md."""
