@@ -34,6 +34,8 @@ class Plan:
     concurrency: int
     cold_repeats: int
     lag_repeats: int
+    sustained_bursts: int = 25
+    sustained_bytes: int = 1024 * KB
 
 
 FULL = Plan(
@@ -55,6 +57,8 @@ QUICK = Plan(
     concurrency=10,
     cold_repeats=1,
     lag_repeats=1,
+    sustained_bursts=3,
+    sustained_bytes=256 * KB,
 )
 
 

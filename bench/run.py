@@ -6,7 +6,7 @@
     python bench/run.py --compare-python .venv-3.11/bin/python   # cold start on two Pythons
 
 Starts its own Azurite. Sections live in modules of their own: ``atomic`` (1, 2), ``sizes``
-(3), ``concurrency`` and ``loop_lag`` (4), ``cold_start`` (5), ``cache`` (6), ``background``
+(3), ``concurrency``, ``loop_lag`` and ``sustained`` (4), ``cold_start`` (5), ``cache`` (6), ``background``
 (7), ``peer_section`` (8), and ``targets`` (the issue's targets, first in the report).
 """
 
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import workflows  # noqa: E402
-from bench import atomic, cache, concurrency, peer_section, sizes  # noqa: E402
+from bench import atomic, cache, concurrency, peer_section, sizes, sustained  # noqa: E402
 from bench.background import background_runs  # noqa: E402
 from bench.cold_start import cold_start  # noqa: E402
 from bench.harness import FULL, KB, QUICK, Bench, Plan, Report, interleaved, machine, ms, summary  # noqa: E402
@@ -49,6 +49,7 @@ async def run(plan: Plan, peers_ran: bool, pythons: list[str]) -> Report:
         await sizes.turn_growth(bench, report)
         await concurrency.concurrency(bench, report)
         concurrency.loop_lag_table(bench, report)
+        sustained.sustained_table(bench, report)
         await cache.warm_vs_cold(bench, report)
         await cache.ops_per_call(bench, report)
         await background_runs(bench, report, summary, ms, interleaved)

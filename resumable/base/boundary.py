@@ -10,6 +10,7 @@ nothing internal reaches a caller. Cancellation and other ``BaseException`` pass
 from __future__ import annotations
 
 import logging
+import traceback
 
 from .errors import ConfigurationError, ResumeError, ServerMisconfigured
 
@@ -27,4 +28,25 @@ def library_error(exc: BaseException) -> BaseException:
     return ResumeError("An internal error occurred; nothing was committed.")
 
 
-__all__ = ["library_error"]
+def release_frames(exc: BaseException) -> None:
+    """Drop the locals of the finished frames in ``exc``'s traceback (and its causes').
+
+    A failed workflow's error travels up through frames that hold the error's own task
+    (the framework gathers its executors' tasks, and a task keeps its exception): the
+    error, its traceback, those frames and the task form a cycle that holds the whole
+    run (workflow, executors, checkpoints) until the cycle collector runs. The traceback
+    keeps its file and line numbers, so logs still show where it failed; only locals go.
+    Frames still executing (the caller's own) are skipped by ``traceback.clear_frames``.
+    """
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        error = pending.pop()
+        if error is None or id(error) in seen:
+            continue
+        seen.add(id(error))
+        traceback.clear_frames(error.__traceback__)
+        pending += [error.__cause__, error.__context__]
+
+
+__all__ = ["library_error", "release_frames"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote, unquote
@@ -47,6 +48,7 @@ logger = logging.getLogger(__name__)
 
 BLOB_PREFIX = layout.CHECKPOINTS
 _CONTENT_TYPE = "application/json"
+_LOADED_SIZES_KEPT = 1024
 
 
 class BlobCheckpointNotFound(CheckpointNotFound, WorkflowCheckpointException):
@@ -118,8 +120,9 @@ class BlobCheckpointStorage:
         self.cache = cache
         self._scope = container.url
         # Sizes of the checkpoints this store loaded: a resumed checkpoint's size predicts
-        # its successor's, so a large one is encoded off the event loop too.
-        self._loaded_sizes: dict[str, int] = {}
+        # its successor's, so a large one is encoded off the event loop too. Only the most
+        # recent are kept: one entry per load would grow without bound on a warm instance.
+        self._loaded_sizes: OrderedDict[str, int] = OrderedDict()
 
     # -- writes -------------------------------------------------------------------
 
@@ -226,6 +229,8 @@ class BlobCheckpointStorage:
     async def _decode(self, span: Any, checkpoint_id: str, data: bytes, metadata: dict[str, str]) -> WorkflowCheckpoint:
         span.set_attribute("checkpoint.size_bytes", len(data))
         self._loaded_sizes[checkpoint_id] = len(data)
+        if len(self._loaded_sizes) > _LOADED_SIZES_KEPT:
+            self._loaded_sizes.popitem(last=False)
         watch = tracing.Stopwatch()
         checkpoint = await cpu(len(data), self._verify_and_decode, data, metadata, checkpoint_id)
         span.set_attribute("checkpoint.decode_ms", watch.ms)

@@ -23,10 +23,18 @@ not the decoded checkpoint: every use goes through the same MAC check and guarde
 decoder as a download, under the settings of the request that uses it, and no two
 requests ever share a mutable checkpoint. Decoding is cheap next to a storage round trip
 (about 0.05 ms for 20 KB); copying decoded state for each user would cost as much.
+
+The byte bound counts what an entry really occupies (``footprint``: the bytes object, the
+metadata dict and its strings, the key, the entry's own objects), not the blob's length,
+so ``CHECKPOINT_CACHE_BYTES`` bounds the cache's share of the process (a test compares it
+with ``tracemalloc``). Nothing else of a finished run stays: the run's workflow, executors
+and decoded checkpoints are freed by reference counting when its call ends
+(``af_internals.unlink_handlers``, ``boundary.release_frames``).
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -38,6 +46,9 @@ DEFAULT_CACHE_BYTES = 128 * 1024 * 1024
 FRESH_SECONDS = 300.0
 RETENTION_SAFE_SECONDS = 23 * 3600.0
 MAX_HEADS = 10_000
+# What one entry costs beyond its data, metadata and ID: the LRU's node and key tuple,
+# the (value, cost) pair, the ``CachedBlob`` and its two floats (CPython 3.13, 64-bit).
+ENTRY_OVERHEAD = 320
 _V = TypeVar("_V")
 
 
@@ -97,9 +108,14 @@ class CheckpointCache:
         if max_bytes != self._blobs.capacity:
             self._blobs = _Lru(max_bytes)
 
+    @property
+    def size(self) -> int:
+        """The bytes the cache holds now, counted by ``footprint`` (at most its capacity)."""
+        return self._blobs.size
+
     def put(self, scope: str, checkpoint_id: str, blob: CachedBlob) -> None:
         if self._blobs.capacity:
-            self._blobs.put((scope, checkpoint_id), blob, len(blob.data) + 512)
+            self._blobs.put((scope, checkpoint_id), blob, footprint(checkpoint_id, blob))
 
     def find(self, scope: str, checkpoint_id: str, *, head_of: str | None) -> CachedBlob | None:
         """The blob, if the rule above lets the cache answer: by ID (``head_of`` None) only
@@ -113,6 +129,21 @@ class CheckpointCache:
 
     def forget(self, scope: str, checkpoint_id: str) -> None:
         self._blobs.pop((scope, checkpoint_id))
+
+
+def footprint(checkpoint_id: str, blob: CachedBlob) -> int:
+    """The memory one entry holds: its bytes object, metadata dict and strings, ID and
+    ``ENTRY_OVERHEAD`` (the container URL in the key is shared by every entry)."""
+    metadata = sum(sys.getsizeof(key) + sys.getsizeof(value) for key, value in blob.metadata.items())
+    thread = sys.getsizeof(blob.thread_id) if blob.thread_id is not None else 0
+    return (
+        sys.getsizeof(blob.data)
+        + sys.getsizeof(blob.metadata)
+        + metadata
+        + sys.getsizeof(checkpoint_id)
+        + thread
+        + ENTRY_OVERHEAD
+    )
 
 
 class HeadCache:

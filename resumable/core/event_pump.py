@@ -38,21 +38,9 @@ class EventPump:
     def __init__(self, source: AsyncIterator[Any], *, keepalive_seconds: float) -> None:
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._keepalive = keepalive_seconds
-        self._task = asyncio.get_running_loop().create_task(self._pump(source))
+        self._task = asyncio.get_running_loop().create_task(_pump(source, self._queue))
         _pumping.add(self._task)
         self._task.add_done_callback(_pumping.discard)
-
-    async def _pump(self, source: AsyncIterator[Any]) -> None:
-        try:
-            async with aclosing(source):  # type: ignore[type-var]
-                async for item in source:
-                    self._queue.put_nowait(item)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            logger.exception("An event stream failed outside its own error handling")
-        finally:
-            self._queue.put_nowait(_END)
 
     async def read(self) -> AsyncIterator[Any]:
         """The source's items as they come, with ``IDLE`` after each silent interval.
@@ -80,3 +68,19 @@ class EventPump:
     async def finished(self) -> None:
         """Wait for the pump's task to end (tests)."""
         await asyncio.gather(self._task, return_exceptions=True)
+
+
+async def _pump(source: AsyncIterator[Any], queue: asyncio.Queue[Any]) -> None:
+    """The pump's task. A function, not a method: a cancelled task keeps its
+    ``CancelledError``, whose traceback holds this frame; were ``self`` among its
+    locals, pump, task and error would form a cycle that outlives the call."""
+    try:
+        async with aclosing(source):  # type: ignore[type-var]
+            async for item in source:
+                queue.put_nowait(item)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        logger.exception("An event stream failed outside its own error handling")
+    finally:
+        queue.put_nowait(_END)

@@ -26,6 +26,7 @@ from typing import Any
 from agent_framework import Message, Workflow, WorkflowCheckpoint, WorkflowEvent
 from agent_framework.exceptions import WorkflowCheckpointException
 
+from ..base.boundary import release_frames
 from ..base.errors import (
     CheckpointHasInFlightWork,
     CheckpointIncompatible,
@@ -201,6 +202,7 @@ class PreparedRun:
             raise
         except Exception as exc:
             logger.exception("Workflow run failed")
+            release_frames(exc)  # else the framework's task frames keep this run alive (boundary.py)
             raise WorkflowFailed("The workflow run failed; nothing was saved.") from exc
         self._completed = True
 

@@ -77,10 +77,13 @@ class RunOwner:
             body = await self._runner.run_to_json(self._request, before_commit=self._hook)
         except BaseException as exc:
             error = library_error(exc)
-            await self._finish(None, error)
-            if self._outcome.reported(error) is None:
-                return self._outcome.response  # it committed after all
-            await self._raise(exc, finished=error)
+            try:
+                await self._finish(None, error)
+                if self._outcome.reported(error) is None:
+                    return self._outcome.response  # it committed after all
+                await self._raise(exc, finished=error)
+            finally:
+                del error  # the raised error's traceback holds this frame (see ``_raise``)
         await self._finish(body, None)
         return body
 
@@ -115,15 +118,23 @@ class RunOwner:
 
     async def _raise(self, exc: BaseException, *, finished: BaseException | None = None) -> Any:
         """Finish with ``exc`` as the library reports it (unless ``finished`` with it
-        already), then raise what the caller is told."""
+        already), then raise what the caller is told.
+
+        The raised error's traceback holds this frame, whose locals hold the error: a
+        cycle that would keep every frame of the failed call (its workflow, its
+        checkpoint) alive until the cycle collector ran. The locals are dropped on the way out.
+        """
         error = finished or library_error(exc)
-        if finished is None:
-            await self._finish(None, error)
-        if self._claim is self._outcome:
-            error = self._outcome.reported(error) or error
-        if error is exc:
-            raise exc
-        raise error from exc
+        try:
+            if finished is None:
+                await self._finish(None, error)
+            if self._claim is self._outcome:
+                error = self._outcome.reported(error) or error
+            if error is exc:
+                raise exc
+            raise error from exc
+        finally:
+            del error, exc, finished
 
     async def _owned(self, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
         """Runs in the task that drives the stream: the one ``finally`` of a streamed call."""
@@ -146,8 +157,13 @@ class RunOwner:
             error = library_error(exc)
             raise
         finally:
-            if not finished:
-                await self._finish(body, error if body is None else None)
+            try:
+                if not finished:
+                    await self._finish(body, error if body is None else None)
+            finally:
+                # The error propagating (a cancellation) has this frame in its traceback:
+                # holding it here would be a cycle that keeps the whole call alive.
+                error = None
 
     def _reported_event(self, error: BaseException, data: dict[str, Any]) -> Event:
         """A stream's ``error`` event as the client hears it: ``done`` with the response if

@@ -18,6 +18,7 @@ from agent_framework import Message, Workflow, WorkflowCheckpoint, WorkflowEvent
 from ..base import strict_json
 from ..base.errors import ResumeError, WorkflowFailed
 from ..base.tracing import RequestScope, within
+from ..checkpoints import af_internals
 from ..checkpoints.blob_store import BlobCheckpointStorage
 from ..threads.pointers import ThreadPointers
 from ..threads.transcript import TRANSCRIPT, transcript
@@ -130,6 +131,9 @@ class RunService:
         # of requests takes turns with the event loop instead of running each step for all.
         await asyncio.sleep(0)
         workflow = self.spec.build()
+        # Without this, the executors (and the state hydrated into them) outlive the call
+        # until the cycle collector runs (``af_internals.unlink_handlers`` says why).
+        af_internals.unlink_handlers(workflow)
         await asyncio.sleep(0)
         turn = request.turn if request.resent is None else unseen_input(request.turn, request.resent, checkpoint)
         return await prepare_run(workflow, checkpoint, turn, stream=request.stream)

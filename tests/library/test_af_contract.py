@@ -7,9 +7,11 @@ resume depends on exactly what these tests pin, and each message says what chang
 from __future__ import annotations
 
 import base64
+import gc
 import importlib.metadata
 import inspect
 import pickle
+import weakref
 
 import pytest
 from agent_framework import InMemoryCheckpointStorage, Message, WorkflowCheckpoint
@@ -20,6 +22,7 @@ from resumable.checkpoints.codec import FRAMEWORK_TYPE_KEYS
 from resumable.checkpoints.pickle_guard import PickleLimits
 from tests import recording_workflow
 from tests.pickle_gadgets import Call
+from workflows import default_conversation
 
 
 def test_pinned_framework_version_is_installed() -> None:
@@ -192,3 +195,35 @@ def test_runner_context_reports_in_flight_messages() -> None:
         "RunnerContext.has_messages is gone: af_internals.has_in_flight_messages needs another way "
         "to see undelivered messages after a restore."
     )
+
+
+def test_executors_keep_their_own_bound_methods_in_their_handler_tables() -> None:
+    """``unlink_handlers`` replaces exactly these: if the tables move or hold something
+    else, executors may again be freed only by the cycle collector (issue 30)."""
+    workflow = default_conversation.build_workflow()
+    responder = workflow.executors["responder"]
+    handlers = getattr(responder, "_handlers", None)
+    response_handlers = getattr(responder, "_response_handlers", None)
+    assert isinstance(handlers, dict) and isinstance(response_handlers, dict), "Executor handler tables moved."
+    for table in (handlers, response_handlers):
+        assert table and all(getattr(h, "__self__", None) is responder for h in table.values()), (
+            "An executor's handler table no longer holds its own bound methods: re-check unlink_handlers."
+        )
+
+
+async def test_unlinked_handlers_still_run_and_the_executors_die_with_the_workflow() -> None:
+    workflow = default_conversation.build_workflow()
+    af_internals.unlink_handlers(workflow)
+    assert all(getattr(h, "__self__", None) is None for e in workflow.executors.values() for h in e._handlers.values())
+    events = [e async for e in workflow.run([Message(role="user", contents=["approval please"])], stream=True)]
+    assert any(e.type == "request_info" for e in events), "the response handler's executor did not run"
+    answer = {e.request_id: "yes" for e in events if e.type == "request_info"}
+    outputs = [e async for e in workflow.run(responses=answer, stream=True) if e.type == "output"]
+    assert "Approval answer" in outputs[0].data.text, "the unlinked response handler did not run"
+    executors = [weakref.ref(e) for e in workflow.executors.values()]
+    gc.disable()
+    try:
+        del workflow, events, outputs
+        assert [ref() for ref in executors] == [None, None], "an executor outlived its workflow: a new cycle"
+    finally:
+        gc.enable()

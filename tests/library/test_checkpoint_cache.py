@@ -7,7 +7,10 @@ checkpoint another instance could not read (``resumable/checkpoints/cache.py``).
 from __future__ import annotations
 
 import json
+import os
 import time
+import tracemalloc
+import uuid
 
 import pytest
 from agent_framework import Message
@@ -92,7 +95,7 @@ def test_the_cache_is_bounded_in_bytes_and_keeps_nothing_when_off() -> None:
 
     for i in range(10):
         cache.put("c", f"id{i}", blob(1_000))
-    assert cache._blobs.size <= 10_000
+    assert cache.size <= 10_000
     assert cache.find("c", "id0", head_of=None) is None  # the least recently used went first
     assert cache.find("c", "id9", head_of=None) is not None
     cache.put("c", "huge", blob(3_000))  # over a quarter of the cache: not kept
@@ -100,6 +103,44 @@ def test_the_cache_is_bounded_in_bytes_and_keeps_nothing_when_off() -> None:
     cache.resize(0)
     cache.put("c", "id1", blob(10))
     assert cache.find("c", "id1", head_of=None) is None
+
+
+@pytest.mark.parametrize("size", [2 * 1024, 256 * 1024])
+def test_the_byte_bound_counts_what_the_cache_really_holds(size: int) -> None:
+    """``CHECKPOINT_CACHE_BYTES`` bounds memory, not blob lengths: the cache's count agrees
+    with what ``tracemalloc`` sees it hold (small blobs are mostly metadata and entry), and
+    a cache filled past its bound holds no more than the bound."""
+    capacity = 8 * 1024 * 1024
+
+    def metadata() -> dict[str, str]:  # fresh strings, as each storage response brings
+        return json.loads(
+            json.dumps(
+                {
+                    "workflow_name": "conversation-demo",
+                    "timestamp": "2026-12-04T22:00:00.123456+00:00",
+                    "previous_checkpoint_id": str(uuid.uuid4()),
+                    "status": "idle",
+                    "thread_id": f"thread-{uuid.uuid4().hex[:8]}",
+                    "mac": "k1:" + uuid.uuid4().hex * 2,
+                }
+            )
+        )
+
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        cache = CheckpointCache(capacity)
+        for _ in range(capacity // size // 2):  # half full: nothing evicted yet
+            cache.put("c", str(uuid.uuid4()), CachedBlob(os.urandom(size), metadata(), None, 9e18, 9e18))
+        held = tracemalloc.get_traced_memory()[0] - before
+        assert abs(held - cache.size) <= 0.05 * held, f"counted {cache.size}, holds {held}"
+        for _ in range(capacity // size * 2):  # twice over: the least recent go
+            cache.put("c", str(uuid.uuid4()), CachedBlob(os.urandom(size), metadata(), None, 9e18, 9e18))
+        held = tracemalloc.get_traced_memory()[0] - before
+        assert cache.size <= capacity
+        assert held <= 1.05 * capacity, f"a {capacity}-byte cache holds {held} bytes"
+    finally:
+        tracemalloc.stop()
 
 
 # -- the rule: never answer for a checkpoint another instance could not read -------------

@@ -1,0 +1,225 @@
+"""Section 4c: sustained load. Many bursts of concurrent large resumes in one process.
+
+One burst says little about memory: a run's state freed only by the cycle collector piles
+up between collections, and the cache fills over many bursts (issue 30 saw peak RSS climb
+204 → 829 MiB over 25 bursts). So this runs ``bursts`` bursts of ``concurrency`` resumes
+of one checkpoint in one fresh process, and records each burst's peak RSS and worst loop
+lag (a 5 ms ticker, as in ``loop_lag.py``):
+
+    python -m bench.sustained --bytes 1048576 --concurrency 50 --bursts 25
+
+The peak is per burst: the kernel's high-water mark (``VmHWM``) is reset before each
+burst through ``/proc/self/clear_refs``; where that is refused, the ticker samples
+``VmRSS`` instead. Uses ``CHECKPOINT_STORAGE`` when set, else starts an Azurite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.harness import KB, Bench, Report
+from bench.loop_lag import TICK_S, GcPauses, Ticker, _status_mib
+from resumable.checkpoints.cache import DEFAULT_CACHE_BYTES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _reset_peak() -> bool:
+    """Reset this process's ``VmHWM`` to its current RSS (Linux 4.0+)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")
+        return True
+    except OSError:
+        return False
+
+
+class RssSampler(Ticker):
+    """The ticker, also sampling RSS at each wake-up (when the peak cannot be reset)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.peak_mib = 0.0
+
+    async def _run(self) -> None:
+        while True:
+            started = time.perf_counter()
+            await asyncio.sleep(TICK_S)
+            self.worst_ms = max(self.worst_ms, (time.perf_counter() - started - TICK_S) * 1000)
+            self.peak_mib = max(self.peak_mib, _status_mib("VmRSS"))
+            self.ticks += 1
+
+
+async def _child(state_bytes: int, concurrency: int, bursts: int, supersteps: int) -> dict[str, Any]:
+    import workflows
+    from bench import synthetic
+    from devtools.function_host import FunctionHost
+    from resumable.storage import clients as storage_client
+
+    workflows.REGISTRY["bench-chain"] = "bench.synthetic:SPEC"
+    synthetic.configure(supersteps, state_bytes)
+    import function_app
+
+    host = FunctionHost(function_app.app)
+
+    async def post(body: dict[str, Any]) -> None:
+        response = await host.request("POST", "/api/runs", json_body=body)
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status}: {await response.json()}")
+        await response.json()
+
+    rows: list[dict[str, Any]] = []
+    try:
+        response = await host.request("POST", "/api/runs", json_body={"messages": "start"})
+        base = (await response.json())["checkpoint_id"]
+        await post({"checkpoint_id": base, "messages": "warm"})
+        baseline = _status_mib("VmRSS")
+        for _ in range(bursts):
+            resettable = _reset_peak()
+            pauses = GcPauses()
+            ticker = RssSampler()
+            ticker.start()
+            await asyncio.sleep(TICK_S * 2)
+            started, cpu = time.perf_counter(), time.process_time()
+            await asyncio.gather(*(post({"checkpoint_id": base, "messages": "burst"}) for _ in range(concurrency)))
+            wall = time.perf_counter() - started
+            cpu = time.process_time() - cpu
+            await ticker.stop()
+            pauses.detach()
+            peak = _status_mib("VmHWM") if resettable else ticker.peak_mib
+            rows.append(
+                {
+                    "peak_rss_mib": round(peak, 1),
+                    "rss_after_mib": round(_status_mib("VmRSS"), 1),
+                    "worst_lag_ms": round(ticker.worst_ms, 1),
+                    "longest_gc_ms": round(pauses.longest_ms, 1),
+                    "resumes_per_s": round(concurrency / wall, 1),
+                    # CPU time over wall time: far below 1 on a busy machine, where lag is
+                    # mostly time the process waited for a core.
+                    "cpu_share": round(cpu / wall, 2),
+                }
+            )
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    finally:
+        await storage_client.close_all()
+    return {"baseline_mib": round(baseline, 1), "bursts": rows}
+
+
+def measure(
+    state_bytes: int, concurrency: int, bursts: int, *, cache_bytes: int | None = None, supersteps: int = 5
+) -> dict[str, Any]:
+    """One sustained run in a fresh interpreter; ``cache_bytes`` sets ``CHECKPOINT_CACHE_BYTES``."""
+    env = {**os.environ, "CHECKPOINT_CONTAINER": "bench-sustained", "WORKFLOW": "bench-chain"}
+    if cache_bytes is not None:
+        env["CHECKPOINT_CACHE_BYTES"] = str(cache_bytes)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.sustained",
+            f"--bytes={state_bytes}",
+            f"--concurrency={concurrency}",
+            f"--bursts={bursts}",
+            f"--supersteps={supersteps}",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"sustained-load run failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+MIB = 1024 * 1024
+HEADROOM_MIB = 150  # the issue's allowance over baseline + cache
+FLAT_MIB = 16  # "flat": the last ten bursts' peaks within this spread
+
+
+def sustained_table(bench: Bench, report: Report) -> None:
+    """Section 4c: bursts in one fresh process, with the default cache and with it off."""
+    plan = bench.plan
+    size, n, bursts = plan.sustained_bytes, plan.concurrency, plan.sustained_bursts
+    if bursts == 0:
+        return
+    runs = {cache: measure(size, n, bursts, cache_bytes=None if cache == "on" else 0) for cache in ("on", "off")}
+    rows = []
+    for i in range(bursts):
+        on, off = runs["on"]["bursts"][i], runs["off"]["bursts"][i]
+        rows.append(
+            [
+                i + 1,
+                f"{on['peak_rss_mib']:.0f}",
+                f"{on['worst_lag_ms']:.0f}",
+                f"{off['peak_rss_mib']:.0f}",
+                f"{off['worst_lag_ms']:.0f}",
+                " / ".join(f"{b['cpu_share']:.2f}" if "cpu_share" in b else "–" for b in (on, off)),
+            ]
+        )
+    notes = []
+    for cache, run in runs.items():
+        peaks = [b["peak_rss_mib"] for b in run["bursts"]]
+        lags = [b["worst_lag_ms"] for b in run["bursts"]]
+        tail = peaks[-10:]
+        bound = run["baseline_mib"] + (DEFAULT_CACHE_BYTES / MIB if cache == "on" else 0) + HEADROOM_MIB
+        report.facts[f"sustained_{cache}"] = (run["baseline_mib"], max(peaks), bound, max(tail) - min(tail), max(lags))
+        notes.append(
+            f"cache {cache}: baseline {run['baseline_mib']:.0f} MiB, highest peak {max(peaks):.0f} MiB against "
+            f"{bound:.0f} (baseline + cache + {HEADROOM_MIB}); last {len(tail)} bursts {min(tail):.0f}–{max(tail):.0f} "
+            f"MiB; worst loop lag {max(lags):.0f} ms, {sum(lag > 50 for lag in lags)} bursts over 50 ms"
+        )
+    report.table(
+        f"4c. Sustained load: {bursts} bursts of {n} concurrent {size // KB} KB resumes in one fresh process",
+        [
+            "burst",
+            "peak RSS MiB, cache on",
+            "worst lag ms, cache on",
+            "peak RSS MiB, cache off",
+            "lag ms, cache off",
+            "CPU share on / off",
+        ],
+        rows,
+        "Each burst's peak RSS (the kernel's high-water mark, reset before the burst) and worst 5 ms "
+        "ticker lateness; the CPU share is the process's CPU time over the burst's wall time (far "
+        "below 1: the machine is busy, and the lag is mostly time spent waiting for a core). Cache on "
+        "is the default `CHECKPOINT_CACHE_BYTES` (128 MiB): it fills over the first bursts, then "
+        "holds. A finished run is freed by reference counting (`tests/library/test_run_memory.py`), "
+        "so nothing waits for the cycle collector. " + "; ".join(notes) + ".",
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bytes", type=int, default=1024 * 1024)
+    parser.add_argument("--concurrency", type=int, default=50)
+    parser.add_argument("--bursts", type=int, default=25)
+    parser.add_argument("--supersteps", type=int, default=5)
+    args = parser.parse_args()
+    os.environ.setdefault("WORKFLOW", "bench-chain")
+    os.environ.setdefault("MAX_CHECKPOINT_BYTES", str(64 * 1024 * 1024))
+    os.environ.setdefault("CHECKPOINT_CONTAINER", "bench-sustained")
+    azurite = None
+    if "CHECKPOINT_STORAGE" not in os.environ:
+        from devtools.azurite import start_azurite
+
+        azurite = start_azurite()
+        os.environ["CHECKPOINT_STORAGE"] = azurite.connection_string
+    try:
+        print(json.dumps(asyncio.run(_child(args.bytes, args.concurrency, args.bursts, args.supersteps))))
+    finally:
+        if azurite is not None:
+            azurite.stop()
+
+
+if __name__ == "__main__":
+    main()
