@@ -28,6 +28,7 @@ from bench import atomic, cache, concurrency, peer_section, sizes, sustained  # 
 from bench.background import background_runs  # noqa: E402
 from bench.cold_start import cold_start  # noqa: E402
 from bench.harness import FULL, KB, QUICK, Bench, Plan, Report, interleaved, machine, ms, summary  # noqa: E402
+from bench.protocols import protocols  # noqa: E402
 from bench.targets import targets_table  # noqa: E402
 from devtools.azurite import start_azurite  # noqa: E402
 from devtools.op_counter import OperationCounter  # noqa: E402
@@ -35,13 +36,20 @@ from resumable.storage import clients as storage_client  # noqa: E402
 from resumable.storage import run_queue  # noqa: E402
 
 
-async def run(plan: Plan, peers_ran: bool, pythons: list[str]) -> Report:
+async def run(plan: Plan, peers_ran: bool, pythons: list[str], only: str | None = None) -> Report:
     report = Report()
     counter = OperationCounter()
     storage_client.request_hook = counter
     workflows.REGISTRY["bench-chain"] = "bench.synthetic:SPEC"
     os.environ.update(WORKFLOW="bench-chain", CHECKPOINT_CONTAINER="bench", MAX_CHECKPOINT_BYTES=str(64 * KB * KB))
     bench = Bench(plan, counter)
+    if only == "protocols":  # one section, printed, results.md left alone
+        try:
+            await protocols(bench, report)
+        finally:
+            await storage_client.close_all()
+            await run_queue.close_all()
+        return report
     try:
         await atomic.atomic_vs_two_step(bench, report)
         await atomic.overhead(bench, report)
@@ -53,6 +61,7 @@ async def run(plan: Plan, peers_ran: bool, pythons: list[str]) -> Report:
         await cache.warm_vs_cold(bench, report)
         await cache.ops_per_call(bench, report)
         await background_runs(bench, report, summary, ms, interleaved)
+        await protocols(bench, report)
         await peer_section.peer_section(bench, report, peers_ran)
         bench.use(2, 20 * KB)
         os.environ["WORKFLOW"] = "default"
@@ -113,6 +122,7 @@ def main() -> None:
         help="also time the cold start with this interpreter (a venv with this project's lock, "
         "e.g. .venv-3.11/bin/python), side by side with the one running the benchmark",
     )
+    parser.add_argument("--only", choices=["protocols"], help="run one section and print it (results.md untouched)")
     args = parser.parse_args()
     plan = QUICK if args.quick else FULL
     azurite = start_azurite()
@@ -120,12 +130,15 @@ def main() -> None:
     os.environ.update(AzureWebJobsStorage=azurite.connection_string, RUNS_QUEUE="bench-runs")
     started = time.perf_counter()
     try:
-        peers_ran = args.peers and peer_section.run_peer(turns=5 if args.quick else 20)
+        peers_ran = not args.only and args.peers and peer_section.run_peer(turns=5 if args.quick else 20)
         pythons = [sys.executable, *([args.compare_python] if args.compare_python else [])]
-        report = asyncio.run(run(plan, peers_ran, pythons))
+        report = asyncio.run(run(plan, peers_ran, pythons, args.only))
     finally:
         azurite.stop()
     elapsed = time.perf_counter() - started
+    if args.only:
+        print("\n\n".join(report.sections))
+        return
     header = (
         f"# Benchmark results{' (--quick)' if args.quick else ''}\n\n"
         f"Machine: {machine()}. Storage: Azurite (in memory) on loopback. "
