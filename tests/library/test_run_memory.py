@@ -188,7 +188,9 @@ async def test_a_refused_call_leaves_nothing_behind(storage_env: str, no_cycle_c
 # workflow to the cycle collector: the fresh-clone CI's 3.11 pass showed it, and the frames
 # that hold it there are not yet found (issue 30 stays open on it). 3.12+ frees it.
 _FAILED_JSON_ON_311 = pytest.mark.xfail(
-    sys.version_info < (3, 12), reason="a failed JSON run's workflow waits for the cycle collector on 3.11", strict=False
+    sys.version_info < (3, 12),
+    reason="a failed JSON run's workflow waits for the cycle collector on 3.11",
+    strict=False,
 )
 
 
