@@ -59,6 +59,16 @@ async def _lapse_lease(records: RunRecords, run_id: str) -> None:
     await records.update(run_id, lambda r: dataclasses.replace(r, lease=Lease(r.lease.token, 0)))
 
 
+async def _until_claimed(records: RunRecords, run_id: str, attempts: int) -> None:
+    """Wait until an attempt numbered ``attempts`` holds the run's lease."""
+    for _ in range(200):
+        stored = await records.get(run_id)
+        if stored is not None and stored.value.attempts >= attempts:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no attempt {attempts} claimed {run_id}")
+
+
 async def _blob_names(prefix: str) -> list[str]:
     container = wiring.container_for(wiring.load_settings())
     try:
@@ -322,9 +332,12 @@ async def test_a_stalled_attempt_that_lost_its_lease_commits_nothing(
     assert stored is not None and stored.value.status == "running"
     # The first attempt stalls past its lease; the message comes back to another instance.
     await _lapse_lease(records, run_id)
-    recording_workflow.RELEASE.set()  # the second attempt must not wait
-    await _deliver(recording, message)
-    await asyncio.wait_for(first, 10)
+    second = asyncio.ensure_future(_deliver(recording, message))
+    # Only once the second attempt holds the lease may the first wake: released any earlier, the
+    # first would commit under a lapsed lease nobody had taken over, which is its right.
+    await _until_claimed(records, run_id, attempts=2)
+    recording_workflow.RELEASE.set()
+    await asyncio.wait_for(asyncio.gather(first, second), 10)
     status = await _status(recording, run_id)
     assert status["status"] == "succeeded" and status["attempts"] == 2
     assert await _checkpoint_ids() == [f"checkpoints/{run_id}.json"]
