@@ -250,6 +250,14 @@ async def sweep_orphan_checkpoints(timer: func.TimerRequest) -> None:
     await maintenance.sweep()
 
 
+@app.route(route="workflows", methods=["GET"])
+async def list_workflows(req: Request) -> Response:
+    """Each hosted workflow, its versions and policy, and the live threads on each version."""
+    from functions_adapter.api import workflows_api  # noqa: PLC0415 - on first use
+
+    return await workflows_api.handle_workflows(req)
+
+
 @app.route(route="health", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 async def health(req: Request) -> Response:
     """Liveness probe; anonymous, touches no storage; names a setting that keeps runs from working."""

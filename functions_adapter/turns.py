@@ -40,10 +40,17 @@ def build_turn(
     busy thread, and a run without a thread saves under its run ID, so two attempts
     cannot both save.
 
+    ``workflow`` in the body (the Responses ``model``, an MCP argument and AG-UI's
+    ``forwardedProps.workflow`` are put there): a workflow this app does not host is
+    ``WorkflowNotFound`` (404, listing those it does) before anything is read. Which version
+    runs is decided in the turn, on the checkpoint it resumes from (``catalog.choose``).
+
     ``origin``: who sends the turn (``authorization.origin_of``; a background run's record
     keeps it). A thread records its first turn's origin and refuses turns of any other.
     """
     request = parse_run_request(body, accept=accept, limits=settings.limits, thread=thread_id is not None)
+    if request.workflow is not None:  # every entry point names a workflow here, checked once
+        service.catalog.check(request.workflow)
     request = dataclasses.replace(request, origin=origin)
     if background_run_id is not None:
         request = dataclasses.replace(

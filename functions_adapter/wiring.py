@@ -7,18 +7,20 @@ client and the imported workflow module, is shared per process.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
 from azure.storage.blob.aio import ContainerClient
 
 from functions_adapter.settings import Settings, SettingsError
-from resumable.base.errors import ServerMisconfigured
+from resumable.base.errors import ResumeError, ServerMisconfigured
 from resumable.checkpoints import cache as checkpoint_cache
 from resumable.checkpoints.blob_store import BlobCheckpointStorage
 from resumable.checkpoints.codec import CheckpointCodec
 from resumable.checkpoints.mac import CheckpointMac
 from resumable.checkpoints.pickle_guard import UnsafeAllowlist
+from resumable.core.catalog import CatalogEntry, LoadedVersion, WorkflowCatalog, WorkflowRef
 from resumable.core.idempotency import IdempotencyStore
 from resumable.core.runs import RunService
 from resumable.storage.clients import container_client
@@ -37,15 +39,59 @@ def load_settings() -> Settings:
         raise ServerMisconfigured(MISCONFIGURED) from exc
 
 
-@lru_cache(maxsize=8)
-def workflow_spec(name: str) -> Any:
-    """The ``WorkflowSpec`` registered as ``name``, imported on first use."""
+@lru_cache(maxsize=32)
+def workflow_spec(name: str, version: str | None = None) -> Any:
+    """The ``WorkflowSpec`` registered as ``name`` at ``version`` (None: the newest),
+    imported on first use."""
     from workflows import load_spec  # noqa: PLC0415 - workflows are an app concern, loaded on demand
 
     try:
-        return load_spec(name)
+        return load_spec(name, version)
     except (KeyError, TypeError) as exc:
         raise SettingsError(str(exc)) from exc
+
+
+def workflow_catalog(settings: Settings) -> WorkflowCatalog:
+    """Every registered workflow by name and version, ``WORKFLOW`` the default; a version's
+    spec is imported and its codec built only when a turn needs it.
+
+    ``SettingsError`` if ``WORKFLOW`` names no registered workflow, as before versions.
+    """
+    from workflows import REGISTRY, versions_of  # noqa: PLC0415 - as in workflow_spec
+
+    entries = {name: CatalogEntry(tuple(versions_of(name).specs), versions_of(name).policy) for name in REGISTRY}
+    if settings.workflow not in entries:
+        raise SettingsError(f"Unknown WORKFLOW {settings.workflow!r}; expected one of {sorted(entries)}")
+
+    def load(name: str, label: str) -> LoadedVersion:
+        spec = workflow_spec(name, label)
+        return LoadedVersion(name, label, spec, _codec(settings, spec), spec.migrate)
+
+    return WorkflowCatalog(entries, settings.workflow, load)
+
+
+def hosts(settings: Settings) -> Callable[[str], bool]:
+    """Whether a ``name`` or ``name@version`` names a hosted workflow (the Responses ``model``)."""
+    catalog = workflow_catalog(settings)
+
+    def hosted(text: str) -> bool:
+        try:
+            catalog.check(WorkflowRef.parse(text))
+        except ResumeError:
+            return False
+        return True
+
+    return hosted
+
+
+def _codec(settings: Settings, spec: Any) -> CheckpointCodec:
+    try:
+        return CheckpointCodec(
+            allowed_types=(*settings.allowed_types, *spec.allowed_type_keys),
+            max_bytes=settings.max_checkpoint_bytes,
+        )
+    except UnsafeAllowlist as exc:  # CHECKPOINT_ALLOWED_TYPES or checkpoint_types names a non-data class
+        raise SettingsError(f"checkpoint allowlist: {exc}") from exc
 
 
 def container_for(settings: Settings) -> ContainerClient:
@@ -54,18 +100,15 @@ def container_for(settings: Settings) -> ContainerClient:
 
 
 def build_service(settings: Settings) -> RunService:
-    spec = workflow_spec(settings.workflow)
-    try:
-        codec = CheckpointCodec(
-            allowed_types=(*settings.allowed_types, *spec.allowed_type_keys),
-            max_bytes=settings.max_checkpoint_bytes,
-        )
-    except UnsafeAllowlist as exc:  # CHECKPOINT_ALLOWED_TYPES or checkpoint_types names a non-data class
-        raise SettingsError(f"checkpoint allowlist: {exc}") from exc
+    """One service for every hosted workflow and version (``WorkflowCatalog``); the store's
+    default codec is the ``WORKFLOW``'s newest version's, as before versions."""
+    catalog = workflow_catalog(settings)
+    codec = catalog.load(catalog.default, catalog.entry(catalog.default).newest).codec
     container = container_for(settings)
     checkpoints, heads = checkpoint_cache.shared(settings.checkpoint_cache_bytes)
     store = BlobCheckpointStorage(container, codec, CheckpointMac(settings.checkpoint_mac_keys), checkpoints)
-    return RunService(store, spec, ThreadPointers(container, heads))
+    store.codec_for = catalog.codec_for
+    return RunService(store, catalog, ThreadPointers(container, heads))
 
 
 def idempotency_store(

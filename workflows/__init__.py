@@ -1,19 +1,51 @@
-"""Workflow factories the function can host, selected by the ``WORKFLOW`` setting.
+"""Workflow factories the function can host, by name; ``WORKFLOW`` names the default one.
 
 Replace or add a factory here to host your own workflow. Each is imported only when
-selected, so an unused integration costs nothing at cold start.
+a turn needs it, so an unused integration (or an old version) costs nothing at cold start.
+
+A ``REGISTRY`` value is either one ``"module:attribute"`` (an unversioned workflow: one
+version, labelled ``v1``) or a ``Versions`` (several, oldest first, and the policy that
+says which one a thread's next turn runs on). docs/changing-workflows.md walks through it.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
-from agent_framework import Workflow
+from agent_framework import Workflow, WorkflowCheckpoint
 
-# setting value -> "module:attribute" of a WorkflowSpec
-REGISTRY: dict[str, str] = {
+FIRST_VERSION = "v1"
+POLICIES = ("pinned", "upgrade")
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Versions:
+    """One workflow's versions, oldest first: ``{"v1": "mod:SPEC", "v2": "mod_v2:SPEC"}``.
+
+    ``policy``: ``pinned`` (a thread stays on the version that wrote its checkpoint; new
+    threads start on the newest) or ``upgrade`` (a thread moves to the newest at its next
+    turn, through each newer version's ``WorkflowSpec.migrate``).
+    """
+
+    specs: Mapping[str, str]
+    policy: str = "pinned"
+
+    def __post_init__(self) -> None:
+        if not self.specs:
+            raise ValueError("Versions needs at least one version")
+        bad = [label for label in self.specs if not _LABEL.match(label)]
+        if bad:
+            raise ValueError(f"version labels must be short tokens ([A-Za-z0-9._-]): {bad}")
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy must be one of {POLICIES}, not {self.policy!r}")
+
+
+# name -> "module:attribute" of a WorkflowSpec, or a Versions of them
+REGISTRY: dict[str, str | Versions] = {
     "default": "workflows.default_conversation:SPEC",
     "chat-agents": "workflows.chat_agents:SPEC",
 }
@@ -26,22 +58,40 @@ class WorkflowSpec:
     ``build`` is called once per request: a workflow instance runs one call at a time.
     ``checkpoint_types`` are added to the restricted decoder's allowlist; list every
     non-framework class that can end up in executor state or in a pending request.
+    ``migrate`` (a version after the first): maps a checkpoint of the version before this
+    one onto this version's graph (executor states, pending requests, messages); it may
+    change the checkpoint in place and return None. Without it, the version declares itself
+    compatible with the one before (the graph signature check then decides).
     """
 
     build: Callable[[], Workflow]
     checkpoint_types: tuple[type, ...] = ()
+    migrate: Callable[[WorkflowCheckpoint], WorkflowCheckpoint | None] | None = field(default=None)
 
     @property
     def allowed_type_keys(self) -> tuple[str, ...]:
         return tuple(f"{t.__module__}:{t.__qualname__}" for t in self.checkpoint_types)
 
 
-def load_spec(name: str) -> WorkflowSpec:
-    """The spec registered as ``name``; ``KeyError`` lists the valid names."""
+def versions_of(name: str) -> Versions:
+    """The versions registered as ``name`` (one, ``v1``, for a plain entry); ``KeyError``
+    lists the valid names."""
     try:
-        target = REGISTRY[name]
+        entry = REGISTRY[name]
     except KeyError:
         raise KeyError(f"Unknown WORKFLOW {name!r}; expected one of {sorted(REGISTRY)}") from None
+    return entry if isinstance(entry, Versions) else Versions({FIRST_VERSION: entry})
+
+
+def load_spec(name: str, version: str | None = None) -> WorkflowSpec:
+    """The spec registered as ``name`` at ``version`` (None: the newest); ``KeyError``
+    lists the valid names or versions."""
+    specs = versions_of(name).specs
+    label = version if version is not None else list(specs)[-1]
+    try:
+        target = specs[label]
+    except KeyError:
+        raise KeyError(f"Workflow {name!r} has no version {label!r}; expected one of {list(specs)}") from None
     module_name, attribute = target.split(":")
     spec = getattr(importlib.import_module(module_name), attribute)
     if not isinstance(spec, WorkflowSpec):

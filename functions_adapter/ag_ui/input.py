@@ -4,8 +4,9 @@ A frontend sends its whole conversation on every run. Only the input messages (u
 system, developer) after its last message of any other role can be new: everything before
 a reply the thread gave is in the thread already. Which of those the thread's last turn
 recorded is decided inside the turn, on the checkpoint it resumes from
-(``resumable.core.resume.unseen_input``). ``state``, ``tools``, ``context``,
-``forwardedProps`` and ``protocolVersion`` are accepted and not used.
+(``resumable.core.resume.unseen_input``). ``state``, ``tools``, ``context``
+and ``protocolVersion`` are accepted and not used; of ``forwardedProps``, only ``workflow``
+is read (the workflow a new thread runs, as the runs routes' ``workflow``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ class AgUiRun:
     answers: dict[str, Any]
     # Whether the run carried ``resume`` at all (all cancelled: nothing is answered).
     resumed: bool
+    # ``forwardedProps.workflow``: the workflow a new thread runs (checked in ``turns``).
+    workflow: str | None = None
 
     def runs_body(self) -> bytes:
         """The turn as ``POST /api/threads/{id}/runs`` takes it (so its parser bounds it)."""
@@ -43,6 +46,8 @@ class AgUiRun:
             body: dict[str, Any] = {"responses": self.answers}
         else:
             body = {"messages": [{"role": str(m.role), "content": m.text} for m in self.candidates]}
+        if self.workflow is not None:
+            body["workflow"] = self.workflow
         return strict_json.dumps({**body, "stream": True})
 
 
@@ -70,7 +75,15 @@ def parse_input(body: bytes, limits: InputLimits) -> AgUiRun:
         candidates=tuple(_candidates(parsed.messages)),
         answers={e.interrupt_id: e.payload for e in resume if e.status == "resolved"},
         resumed=bool(resume),
+        workflow=_workflow(parsed.forwarded_props),
     )
+
+
+def _workflow(forwarded: Any) -> str | None:
+    value = forwarded.get("workflow") if isinstance(forwarded, dict) else None
+    if value is not None and not isinstance(value, str):
+        raise InvalidRequest("'forwardedProps.workflow' must be a workflow's name, or 'name@version'.")
+    return value
 
 
 def _candidates(messages: list[Any]) -> list[Message]:

@@ -15,15 +15,16 @@ from functions_adapter.params import flag, json_object, one_of
 from functions_adapter.settings import InputLimits
 from resumable.base.errors import InvalidRequest
 from resumable.base.ids import validate_id
+from resumable.core.catalog import WorkflowRef
 from resumable.core.resume import TurnInput
 from resumable.core.runs import RunRequest
 
 _ROLES = ("user", "system")
 _MULTITASK = ("reject", "enqueue")
-_RUN_FIELDS = frozenset({"checkpoint_id", "messages", "responses", "stream", "background", "callback_url"})
+_RUN_FIELDS = frozenset({"checkpoint_id", "messages", "responses", "stream", "background", "callback_url", "workflow"})
 # A thread run resumes from the thread's head, so it names no checkpoint.
 _THREAD_FIELDS = frozenset(
-    {"messages", "responses", "stream", "multitask", "background", "callback_url", "from_checkpoint_id"}
+    {"messages", "responses", "stream", "multitask", "background", "callback_url", "from_checkpoint_id", "workflow"}
 )
 
 
@@ -59,6 +60,7 @@ def parse_run_request(
     # Empty is refused, not read as "none": it would silently mean no callback, or CALLBACK_URL.
     if callback_url is not None and (not isinstance(callback_url, str) or not callback_url.strip()):
         raise InvalidRequest("'callback_url' must be a non-empty URL string (leave it out for no callback).")
+    workflow = _workflow(data.get("workflow"))
     multitask = one_of(data.get("multitask"), "multitask", _MULTITASK, default="reject")
     if messages is not None and responses is not None:
         raise InvalidRequest("Send either 'messages' or 'responses', not both.")
@@ -76,7 +78,17 @@ def parse_run_request(
         background=background,
         callback_url=callback_url,
         fork_from=fork_from,
+        workflow=workflow,
     )
+
+
+def _workflow(value: Any) -> WorkflowRef | None:
+    """``name`` or ``name@version``; whether it is hosted is the catalog's call (``turns``)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise InvalidRequest("'workflow' must be a workflow's name, or 'name@version'.")
+    return WorkflowRef.parse(value)
 
 
 def _optional_id(data: dict[str, Any], field: str) -> str | None:

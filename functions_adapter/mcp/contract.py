@@ -67,6 +67,12 @@ _TURN_INPUT = (
     Property("thread_id", "string", _THREAD_ID["description"], required=True),
     Property("message", "string", "The user's message for this turn."),
     Property("responses", "object", "Answers to pending requests: {request_id: answer}."),
+    Property(
+        "workflow",
+        "string",
+        "The workflow a new thread runs ('name' or 'name@version'; default: the app's WORKFLOW). "
+        "An existing thread keeps its own.",
+    ),
 )
 _RUN = {
     "type": "object",

@@ -83,7 +83,15 @@ def turn_body(args: dict[str, Any], settings: Settings, *, background: bool = Fa
         raise InvalidRequest("'message' must be a string.")
     if responses is not None and not isinstance(responses, dict):
         raise InvalidRequest("'responses' must be an object of {request_id: answer}.")
-    fields = {"messages": message, "responses": responses, "background": True if background else None}
+    workflow = args.get("workflow")
+    if workflow is not None and not isinstance(workflow, str):
+        raise InvalidRequest("'workflow' must be a string.")
+    fields = {
+        "messages": message,
+        "responses": responses,
+        "background": True if background else None,
+        "workflow": workflow,
+    }
     body = strict_json.dumps({k: v for k, v in fields.items() if v is not None})
     if len(body) > settings.max_request_bytes:
         raise PayloadTooLarge(f"The turn is over the {settings.max_request_bytes}-byte limit.")

@@ -8,6 +8,7 @@ ignored. The workflow owns the model, its instructions and its tools.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +48,8 @@ class CreateRequest:
     messages: list[dict[str, str]] | None
     answers: dict[str, str] | None
     model: str
+    # The workflow ``model`` named (None: no model sent, so the turn's default applies).
+    workflow: str | None
     previous_response_id: str | None
     previous_run_id: str | None
     conversation: str | None
@@ -58,6 +61,8 @@ class CreateRequest:
     def runs_body(self, checkpoint_id: str | None) -> bytes:
         """The turn as ``POST /api/runs`` (``checkpoint_id``) or a thread's runs route takes it."""
         body: dict[str, Any] = {} if checkpoint_id is None else {"checkpoint_id": checkpoint_id}
+        if self.workflow is not None:
+            body["workflow"] = self.workflow
         if self.messages is not None:
             body["messages"] = self.messages
         else:
@@ -67,17 +72,24 @@ class CreateRequest:
         return strict_json.dumps(body)
 
 
-def parse_create(body: bytes, *, model: str, limits: InputLimits) -> CreateRequest:
-    """Validate a create body; ``InvalidRequest`` (400) or ``ResponseNotFound`` (404)."""
+def parse_create(
+    body: bytes, *, model: str, limits: InputLimits, hosted: Callable[[str], bool] | None = None
+) -> CreateRequest:
+    """Validate a create body; ``InvalidRequest`` (400) or ``ResponseNotFound`` (404).
+
+    ``model`` names the workflow (``name`` or ``name@version``); ``hosted`` says whether one
+    is (None: only ``model``, the default, is)."""
     data = json_object(body)
     for name in data:
         if name not in FIELDS and not (name == "instructions" and data[name] is None):
             why = "the workflow has its own instructions; send a system message in 'input'"
             detail = why if name == "instructions" else f"this endpoint takes only {', '.join(sorted(FIELDS))}"
             raise bad(f"Unsupported parameter '{name}': {detail}.", name, UnknownParameter)
-    if data.get("model") is not None and data["model"] != model:
+    sent = data.get("model")
+    if sent is not None and sent != model and not (isinstance(sent, str) and hosted is not None and hosted(sent)):
         raise bad(
-            f"This endpoint serves the workflow '{model}': send 'model': '{model}', or no model.",
+            f"'model' names the workflow (name or name@version); this app hosts none named {sent!r}. "
+            f"Send 'model': '{model}' (the default), another hosted workflow, or no model.",
             "model",
             ModelNotFound,
         )
@@ -98,7 +110,8 @@ def parse_create(body: bytes, *, model: str, limits: InputLimits) -> CreateReque
     return CreateRequest(
         messages=messages,
         answers=answers,
-        model=model,
+        model=sent if isinstance(sent, str) else model,
+        workflow=sent if isinstance(sent, str) else None,
         previous_response_id=previous,
         previous_run_id=None if previous is None else run_id_of(previous, param="previous_response_id"),
         conversation=thread_id,

@@ -49,7 +49,7 @@ from functions_adapter.params import one_of, whole_number
 from functions_adapter.request_trace import traced
 from functions_adapter.settings import Settings
 from functions_adapter.turns import Turn, build_turn
-from functions_adapter.wiring import build_service, container_for, load_settings
+from functions_adapter.wiring import build_service, container_for, hosts, load_settings
 from resumable.background import records as rr
 from resumable.background.events import EventReader
 from resumable.background.records import RunRecord, RunRecords
@@ -97,7 +97,7 @@ async def _create(request: Request) -> Response:
     body = await read_body(request, settings.max_request_bytes)
     verify_signature(request, body, settings)
     require_json(request.headers.get("content-type"))
-    parsed = parse_create(body, model=settings.workflow, limits=settings.limits)
+    parsed = parse_create(body, model=settings.workflow, limits=settings.limits, hosted=hosts(settings))
     if parsed.conversation is not None:
         await thread_api.gate(request, settings, "responses", parsed.conversation)
     runs_body = parsed.runs_body(await _continued_from(request, settings, parsed))

@@ -247,3 +247,23 @@ class PreconditionFailed(ResumeError):
     """An ``If-Match`` ETag no longer matches: someone changed the resource first."""
 
     code = "precondition_failed"
+
+
+class WorkflowNotFound(ResumeError):
+    """A request named a workflow (or a version of one) this app does not host."""
+
+    code = "workflow_not_found"
+
+
+class WorkflowMismatch(ResumeError):
+    """A request named another workflow than the one its thread or checkpoint runs on, or
+    an older version than the thread's (a thread never moves back); nothing ran."""
+
+    code = "workflow_mismatch"
+
+
+class MigrationFailed(ResumeError):
+    """A migration to a newer workflow version raised: nothing ran, nothing was saved, and
+    the thread stays on its version. A bug in the app's migration, not in the request."""
+
+    code = "migration_failed"

@@ -33,6 +33,7 @@ from agent_framework import (
 from agent_framework._workflows._checkpoint_encoding import (  # private: no public export in 1.23.0
     encode_checkpoint_value as _encode_checkpoint_value,
 )
+from agent_framework._workflows._const import EXECUTOR_STATE_KEY  # private: where executor states live
 from agent_framework._workflows._runner_context import MessageType  # private: WorkflowMessage.type's enum
 
 AGENT_FRAMEWORK_VERSION = "1.23.0"
@@ -52,6 +53,15 @@ CHECKPOINT_DATA_TYPES: tuple[type, ...] = (
     AgentExecutorRequest,
     AgentExecutorResponse,
 )
+
+
+def executor_states(checkpoint: WorkflowCheckpoint) -> dict[str, Any]:
+    """Each executor's saved state by executor ID, as the checkpoint holds it: the dict a
+    version migration edits in place (``core/catalog.py``)."""
+    states = checkpoint.state.setdefault(EXECUTOR_STATE_KEY, {})
+    if not isinstance(states, dict):
+        raise TypeError("the checkpoint's executor states are not a mapping")
+    return states
 
 
 def encode_checkpoint_value(value: Any) -> Any:

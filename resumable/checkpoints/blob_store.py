@@ -18,9 +18,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from datetime import datetime
+from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import quote, unquote
 
 from agent_framework import WorkflowCheckpoint
 from agent_framework.exceptions import WorkflowCheckpointException
@@ -38,10 +37,11 @@ from ..storage.failures import (
     storage_unavailable_on_failure,
     upload_new,
 )
+from . import blob_metadata
 from .cache import CachedBlob, CheckpointCache
 from .codec import CheckpointCodec
 from .gate import cpu, transfer_slot
-from .info import CheckpointInfo, checkpoint_status
+from .info import CheckpointInfo
 from .mac import CheckpointMac, MacMismatch
 
 logger = logging.getLogger(__name__)
@@ -57,42 +57,6 @@ class BlobCheckpointNotFound(CheckpointNotFound, WorkflowCheckpointException):
 
 def blob_name(checkpoint_id: str) -> str:
     return f"{BLOB_PREFIX}{validate_id(checkpoint_id)}.json"
-
-
-def _metadata_for(
-    checkpoint: WorkflowCheckpoint, thread_id: str | None, replaced_head: str | None = None
-) -> dict[str, str]:
-    # Metadata travels as HTTP headers: ASCII only, so free text is percent-encoded.
-    # Empty values are left out (listings return them as None).
-    metadata = {
-        "workflow_name": quote(checkpoint.workflow_name, safe=""),
-        "timestamp": checkpoint.timestamp,
-        "previous_checkpoint_id": checkpoint.previous_checkpoint_id or "",
-        "status": checkpoint_status(checkpoint),
-        "pending_request_ids": ",".join(checkpoint.pending_request_info_events)[:2048],
-        "thread_id": thread_id or "",
-        "replaced_head_id": replaced_head or "",
-    }
-    return {key: value for key, value in metadata.items() if value}
-
-
-def _info_from(
-    name: str, raw_metadata: dict[str, str | None], size: int, created: datetime | None = None
-) -> CheckpointInfo:
-    metadata = {key: value or "" for key, value in raw_metadata.items()}
-    pending = metadata.get("pending_request_ids", "")
-    return CheckpointInfo(
-        checkpoint_id=name.removeprefix(BLOB_PREFIX).removesuffix(".json"),
-        workflow_name=unquote(metadata.get("workflow_name", "")),
-        previous_checkpoint_id=metadata.get("previous_checkpoint_id") or None,
-        timestamp=metadata.get("timestamp", ""),
-        status=metadata.get("status", ""),
-        pending_request_ids=tuple(p for p in pending.split(",") if p),
-        size_bytes=size,
-        thread_id=metadata.get("thread_id") or None,
-        replaced_head_id=metadata.get("replaced_head_id") or None,
-        stored_at=created.timestamp() if created is not None else None,
-    )
 
 
 class BlobCheckpointStorage:
@@ -119,6 +83,9 @@ class BlobCheckpointStorage:
         # it may answer); None: every load downloads.
         self.cache = cache
         self._scope = container.url
+        # Which codec (allowlist) reads and writes a blob, from its metadata (each workflow
+        # version has its own: ``core/catalog.py``); None: ``codec`` for every blob.
+        self.codec_for: Callable[[Mapping[str, str]], CheckpointCodec] | None = None
         # Sizes of the checkpoints this store loaded: a resumed checkpoint's size predicts
         # its successor's, so a large one is encoded off the event loop too. Only the most
         # recent are kept: one entry per load would grow without bound on a warm instance.
@@ -146,10 +113,11 @@ class BlobCheckpointStorage:
             expected = self._loaded_sizes.get(checkpoint.previous_checkpoint_id or "", 0)
             async with transfer_slot():
                 watch = tracing.Stopwatch()
-                data, tag = await cpu(expected, self._encode_and_sign, checkpoint)
+                described = blob_metadata.metadata_for(checkpoint, thread_id, replaced_head)
+                data, tag = await cpu(expected, self._encode_and_sign, checkpoint, self._codec(described))
                 span.set_attribute("checkpoint.encode_ms", watch.ms)
                 span.set_attribute("checkpoint.size_bytes", len(data))
-                metadata = {**_metadata_for(checkpoint, thread_id, replaced_head), **tag}
+                metadata = {**described, **tag}
                 await self._upload_create_only(name, data, metadata)
             self._remember(checkpoint.checkpoint_id, data, metadata, thread_id, time.time())
         logger.info(
@@ -164,8 +132,11 @@ class BlobCheckpointStorage:
         )
         return checkpoint.checkpoint_id
 
-    def _encode_and_sign(self, checkpoint: WorkflowCheckpoint) -> tuple[bytes, dict[str, str]]:
-        data = self.codec.encode(checkpoint)
+    def _codec(self, metadata: Mapping[str, str]) -> CheckpointCodec:
+        return self.codec if self.codec_for is None else self.codec_for(blob_metadata.workflow_of(metadata))
+
+    def _encode_and_sign(self, checkpoint: WorkflowCheckpoint, codec: CheckpointCodec) -> tuple[bytes, dict[str, str]]:
+        data = codec.encode(checkpoint)
         return data, self.mac.sign(data)
 
     async def _upload_create_only(self, name: str, data: bytes, metadata: dict[str, str]) -> None:
@@ -252,7 +223,10 @@ class BlobCheckpointStorage:
             raise CheckpointUnreadable(
                 "The checkpoint was not written by this app (its MAC does not verify)."
             ) from None
-        return self.codec.decode(data, expected_id=checkpoint_id)
+        if self.codec_for is None:
+            return self.codec.decode(data, expected_id=checkpoint_id)
+        described = blob_metadata.workflow_of(metadata)
+        return blob_metadata.same_workflow(described, self.codec_for(described).decode(data, expected_id=checkpoint_id))
 
     async def get_info(self, checkpoint_id: str) -> CheckpointInfo:
         """Read a checkpoint's metadata without downloading or decoding its body."""
@@ -262,7 +236,7 @@ class BlobCheckpointStorage:
                 props = await self.container.get_blob_client(name).get_blob_properties()
             except ResourceNotFoundError as exc:
                 raise BlobCheckpointNotFound(f"Checkpoint '{checkpoint_id}' was not found.") from exc
-        return _info_from(name, dict(props.metadata or {}), int(props.size or 0), props.creation_time)
+        return blob_metadata.info_from(name, dict(props.metadata or {}), int(props.size or 0), props.creation_time)
 
     async def list_all_infos(self) -> list[CheckpointInfo]:
         """Every checkpoint's metadata, from the listing alone, oldest first."""
@@ -271,7 +245,9 @@ class BlobCheckpointStorage:
             try:
                 async for blob in self.container.list_blobs(name_starts_with=BLOB_PREFIX, include=["metadata"]):
                     infos.append(
-                        _info_from(blob.name, dict(blob.metadata or {}), int(blob.size or 0), blob.creation_time)
+                        blob_metadata.info_from(
+                            blob.name, dict(blob.metadata or {}), int(blob.size or 0), blob.creation_time
+                        )
                     )
             except ResourceNotFoundError:
                 return []
@@ -281,7 +257,8 @@ class BlobCheckpointStorage:
         """One page of the listing (name order) from ``token``, and the next page's token."""
         blobs, token = await list_page(self.container, BLOB_PREFIX, token, size, metadata=True)
         infos = [
-            _info_from(blob.name, dict(blob.metadata or {}), int(blob.size or 0), blob.creation_time) for blob in blobs
+            blob_metadata.info_from(blob.name, dict(blob.metadata or {}), int(blob.size or 0), blob.creation_time)
+            for blob in blobs
         ]
         return infos, token
 

@@ -12,6 +12,11 @@ from typing import Any
 
 from agent_framework import WorkflowCheckpoint
 
+# Where a checkpoint records the registry name and version of the workflow that wrote it,
+# in its body's ``metadata`` and in its blob's metadata alike (``core/catalog.py``).
+WORKFLOW_KEY = "workflow"
+VERSION_KEY = "workflow_version"
+
 
 @dataclass(frozen=True, slots=True)
 class CheckpointInfo:
@@ -31,6 +36,9 @@ class CheckpointInfo:
     # When the blob was created, by the storage service's clock (epoch seconds, whole
     # seconds; None: not reported). ``timestamp`` is the writer's own clock.
     stored_at: float | None = None
+    # The registry name and version that wrote it; None: written before versions existed.
+    workflow: str | None = None
+    workflow_version: str | None = None
 
     @property
     def links(self) -> tuple[str, ...]:
@@ -54,6 +62,8 @@ class CheckpointInfo:
             "pending_request_ids": list(self.pending_request_ids),
             "size_bytes": self.size_bytes,
             "thread_id": self.thread_id,
+            "workflow": self.workflow,
+            "workflow_version": self.workflow_version,
         }
 
 

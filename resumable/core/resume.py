@@ -167,6 +167,8 @@ class PreparedRun:
     turn: TurnInput
     resumed_from: WorkflowCheckpoint | None
     stream: bool
+    # The workflow and version that run it (``catalog.LoadedVersion.stamp``): its checkpoint records them.
+    stamp: Mapping[str, str] = field(default_factory=dict)
     _storage: RunCheckpoints = field(default_factory=RunCheckpoints)
     _completed: bool = False
 
@@ -219,6 +221,8 @@ class PreparedRun:
         if checkpoint_status(checkpoint) == "in_flight":
             raise WorkflowFailed("The workflow run stopped with work in flight; nothing was saved.")
         checkpoint.previous_checkpoint_id = self.resumed_from.checkpoint_id if self.resumed_from else None
+        if self.stamp:
+            checkpoint.metadata = {**checkpoint.metadata, **self.stamp}
         return checkpoint
 
 

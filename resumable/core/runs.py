@@ -22,6 +22,7 @@ from ..checkpoints import af_internals
 from ..checkpoints.blob_store import BlobCheckpointStorage
 from ..threads.pointers import ThreadPointers
 from ..threads.transcript import TRANSCRIPT, transcript
+from .catalog import WorkflowCatalog, WorkflowRef, migrate
 from .commit_ledger import CommitLedger
 from .results import ResultCollector, message_json
 from .resume import PreparedRun, TurnInput, prepare_run, unseen_input
@@ -55,6 +56,9 @@ class RunRequest:
     # A client that resends its whole conversation (AG-UI): its input messages, each with its
     # ID. Only those the checkpoint resumed from has not recorded are applied (``unseen_input``).
     resent: tuple[Message, ...] | None = None
+    # The workflow (and version) the request names; None: a new run starts on the catalog's
+    # default, a resume stays on its checkpoint's (``catalog.WorkflowCatalog.choose``).
+    workflow: WorkflowRef | None = None
 
 
 def _sent(message: Message) -> dict[str, str]:
@@ -114,9 +118,16 @@ class Runner(Protocol):
 
 
 class RunService:
-    def __init__(self, store: BlobCheckpointStorage, spec: WorkflowSource, pointers: ThreadPointers) -> None:
+    def __init__(
+        self, store: BlobCheckpointStorage, spec: WorkflowSource | WorkflowCatalog, pointers: ThreadPointers
+    ) -> None:
+        """``spec``: the workflows this service runs (a ``WorkflowCatalog``), or one
+        unversioned workflow. The store reads each blob with its own version's codec."""
         self.store = store
         self.spec = spec
+        self.catalog = spec if isinstance(spec, WorkflowCatalog) else WorkflowCatalog.single(spec, store.codec)
+        if store.codec_for is None:
+            store.codec_for = self.catalog.codec_for
         self.pointers = pointers
         # The one answer to "did checkpoint X commit?" (replays, background runs, forks).
         self.ledger = CommitLedger(store, pointers)
@@ -130,13 +141,20 @@ class RunService:
         # a checkpoint from the cache was no wait either: yield between the steps, so a burst
         # of requests takes turns with the event loop instead of running each step for all.
         await asyncio.sleep(0)
-        workflow = self.spec.build()
+        # The version that runs it, from the checkpoint's own metadata (no storage operation).
+        version, path = self.catalog.choose(request.workflow, checkpoint)
+        workflow = version.build()
         # Without this, the executors (and the state hydrated into them) outlive the call
         # until the cycle collector runs (``af_internals.unlink_handlers`` says why).
         af_internals.unlink_handlers(workflow)
         await asyncio.sleep(0)
+        if checkpoint is not None and path:
+            _, current = self.catalog.of_metadata(checkpoint.metadata)
+            checkpoint = migrate(checkpoint, path, workflow, from_version=current)
         turn = request.turn if request.resent is None else unseen_input(request.turn, request.resent, checkpoint)
-        return await prepare_run(workflow, checkpoint, turn, stream=request.stream)
+        run = await prepare_run(workflow, checkpoint, turn, stream=request.stream)
+        run.stamp = version.stamp
+        return run
 
     async def _save(
         self,

@@ -26,8 +26,8 @@ import dataclasses
 import logging
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass
-from typing import Any, ClassVar
 
 from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob.aio import ContainerClient
@@ -39,14 +39,13 @@ from ..storage import layout
 from ..storage.failures import download_capped, list_page, storage_unavailable_on_failure, upload_new
 from ..storage.record_store import RecordStore, RecordUnreadable, Stored
 from .event_sweep import sweep_event_logs
+from .pass_state import STATE, PassState, version_key
 from .pointers import ThreadPointers
 from .reference_filter import ReferenceFilter
 from .sweep import sweep_page
 
 logger = logging.getLogger(__name__)
 
-PHASES = ("mark", "sweep", "touch", "events", "done")
-STATE = "state"
 PASS_INTERVAL_SECONDS = 23 * 3600
 # Listing pages: small enough that one page fits well inside a short budget.
 CHECKPOINT_PAGE = 1000
@@ -54,42 +53,6 @@ THREAD_PAGE = 25  # each thread costs its pointer and up to ten ranged reads
 EVENT_PAGE = 1000  # run records and logs; a log costs a read only if its record is on another page
 TOUCH_CONCURRENCY = 16
 _MAX_REFERENCES_BYTES = 256 * 1024 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class PassState:
-    """The continuation record: where the current pass stands."""
-
-    VERSION: ClassVar[int] = 1
-    phase: str
-    token: str | None
-    started_at: float
-    references: str | None = None  # the blob holding this pass's reference filter
-    finished_at: float | None = None
-    # The slowest page of this pass so far: a page is started only if one as slow would
-    # still end within the invocation's budget.
-    slowest: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> PassState:
-        state = cls(**data)
-        if state.phase not in PHASES or any(type(n) not in (int, float) for n in (state.started_at, state.slowest)):
-            raise ValueError("not a housekeeping state")
-        for value in (state.token, state.references):
-            if value is not None and not isinstance(value, str):
-                raise TypeError("token and references are strings")
-        return state
-
-    def after_page(self, token: str | None, seconds: float) -> PassState:
-        slowest = max(self.slowest, seconds)
-        if token is not None:
-            return dataclasses.replace(self, token=token, slowest=slowest)
-        phase = PHASES[PHASES.index(self.phase) + 1]
-        finished = time.time() if phase == "done" else None
-        return dataclasses.replace(self, phase=phase, token=None, finished_at=finished, slowest=slowest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,13 +91,16 @@ async def run_housekeeping(
     elif state is not None and state.phase != "done":
         references = await _load_references(container, state.references)
     if state is None or references is None:
-        state, references = PassState("mark", None, time.time()), ReferenceFilter.empty()
+        state = PassState("mark", None, time.time()) if state is None else state.next_pass()
+        references = ReferenceFilter.empty()
     work = _Pass(container, pointers, store, references, orphan_min_age_seconds)
     pages, marked = 0, False
     while state.phase != "done" and (not pages or time.monotonic() + state.slowest < began + budget_seconds):
         page_began = time.monotonic()
         marked = marked or state.phase == "mark"
         token = await work.page(state.phase, state.token)
+        if state.phase == "touch":
+            state = state.counted_heads(work.take_heads())
         state = state.after_page(token, time.monotonic() - page_began)
         pages += 1
     await _record(container, records, stored, state, work if marked else None)
@@ -234,6 +200,7 @@ class _Pass:
         self.deleted: list[str] = []
         self.touched = 0
         self.logs_deleted = 0
+        self._heads: Counter[str] = Counter()  # this page's threads per workflow version
         self._gate = asyncio.Semaphore(TOUCH_CONCURRENCY)
 
     async def page(self, phase: str, token: str | None) -> str | None:
@@ -255,6 +222,10 @@ class _Pass:
             self.deleted += await sweep_page(self.pointers, self.store, infos, self.references, cutoff=cutoff)
         return token
 
+    def take_heads(self) -> Counter[str]:
+        heads, self._heads = self._heads, Counter()
+        return heads
+
     async def save_references(self) -> str:
         name = f"{layout.MAINTENANCE}references-{uuid.uuid4().hex}.bin"
         await upload_new(self.container, name, self.references.to_bytes())
@@ -273,15 +244,21 @@ class _Pass:
                 head = await self.pointers.read(thread_id)
         except (InvalidRequest, ThreadUnreadable):
             return 0
-        return sum(await asyncio.gather(*(self._touch_checkpoint(cid) for cid in head.recent)))
+        touched = await asyncio.gather(*(self._touch_checkpoint(cid) for cid in head.recent))
+        for checkpoint_id, metadata in zip(head.recent, touched, strict=True):
+            if checkpoint_id == head.checkpoint_id and metadata is not None and not head.deleting:
+                self._heads[version_key(metadata)] += 1
+        return sum(metadata is not None for metadata in touched)
 
-    async def _touch_checkpoint(self, checkpoint_id: str) -> int:
-        """One ranged read: retention goes by last access, and turns read only the head."""
+    async def _touch_checkpoint(self, checkpoint_id: str) -> dict[str, str] | None:
+        """One ranged read: retention goes by last access, and turns read only the head. Its
+        metadata (None: gone) names the head's workflow version, for the pass's counts."""
         async with self._gate:
             with storage_unavailable_on_failure("touch checkpoint"):
                 try:
                     blob = self.container.get_blob_client(checkpoint_blob(checkpoint_id))
-                    await (await blob.download_blob(offset=0, length=1)).readall()
+                    downloader = await blob.download_blob(offset=0, length=1)
+                    await downloader.readall()
                 except ResourceNotFoundError:
-                    return 0
-        return 1
+                    return None
+        return dict(downloader.properties.metadata or {})

@@ -379,6 +379,7 @@ def test_routes_and_auth_levels_are_registered_as_documented(host: FunctionHost)
         ("response_input_items", ("GET",), "FUNCTION"),
         ("ag_ui", ("POST",), "FUNCTION"),
         ("list_threads", ("GET",), "FUNCTION"),
+        ("list_workflows", ("GET",), "FUNCTION"),
         ("create_conversation", ("POST",), "FUNCTION"),
         ("get_conversation", ("GET",), "FUNCTION"),
         ("update_conversation", ("POST",), "FUNCTION"),

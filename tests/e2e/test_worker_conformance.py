@@ -62,6 +62,7 @@ HTTP_FUNCTIONS = {
     "cancel_response": ("responses/{response_id}/cancel", {"POST"}, "FUNCTION"),
     "response_input_items": ("responses/{response_id}/input_items", {"GET"}, "FUNCTION"),
     "list_threads": ("threads", {"GET"}, "FUNCTION"),
+    "list_workflows": ("workflows", {"GET"}, "FUNCTION"),
     "create_conversation": ("conversations", {"POST"}, "FUNCTION"),
     "get_conversation": ("conversations/{conversation_id}", {"GET"}, "FUNCTION"),
     "update_conversation": ("conversations/{conversation_id}", {"POST"}, "FUNCTION"),
