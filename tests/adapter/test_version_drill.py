@@ -8,6 +8,7 @@ live-thread counts move as threads upgrade, and v1 goes once its count is 0.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 
 import workflows
 from devtools.function_host import FunctionHost
+from devtools.instances import Instance, separate_instances
 from devtools.queue_runner import QueueRunner
 from functions_adapter import version_check, wiring
 from resumable.threads import housekeeping
@@ -117,3 +119,31 @@ async def test_every_thread_continues_across_a_redeploy(
     assert said(await turn(app, "idle", {"messages": "last"})).startswith("[v2] turn 3")
     assert await counts(app) == {"v2": 6}
     assert (await version_check.removed_with_threads(wiring.load_settings()))[0] == []
+
+
+@pytest.mark.parametrize("multitask", ["reject", "enqueue"])
+async def test_two_instances_upgrading_one_thread_migrate_it_once(
+    app: FunctionHost, monkeypatch: pytest.MonkeyPatch, multitask: str
+) -> None:
+    """Both instances meet the v1 head and migrate it; the compare-and-swap lets one commit.
+    ``enqueue``: the other then runs from the v2 head the first committed (no second
+    migration); ``reject``: it is 409 ``thread_busy``, its input not applied."""
+    await turn(app, "raced", {"messages": "hello"})
+    deploy(monkeypatch, "upgrade", v1=V1, v2=V2)
+    first, second = Instance(), Instance()
+
+    async def on(instance: Instance, text: str) -> tuple[int, dict[str, Any]]:
+        with instance.active():
+            body = {"messages": text, "multitask": multitask}
+            response = await app.request("POST", "/api/threads/raced/runs", json_body=body)
+            return response.status, await response.json()
+
+    with separate_instances(monkeypatch):
+        answers = await asyncio.gather(on(first, "from a"), on(second, "from b"))
+    applied = sorted(said(body) for status, body in answers if status == 200)
+    refused = [body["error"]["code"] for status, body in answers if status != 200]
+    if multitask == "enqueue":
+        assert [reply[:12] for reply in applied] == ["[v2] turn 2:", "[v2] turn 3:"], answers
+    else:
+        assert applied[0].startswith("[v2] turn 2:") and refused in ([], ["thread_busy"]), answers
+    assert await counts(app) == {"v1": 0, "v2": 1}
