@@ -32,7 +32,7 @@ async def _workflows() -> Response:
 
 
 def by_version(catalog: WorkflowCatalog, counts: dict[str, int]) -> dict[tuple[str, str], int]:
-    """Counts keyed by (workflow, version), a head from before versions as the default's first."""
+    """Counts keyed by (workflow, version), a head from before versions as the default's v1."""
     found: dict[tuple[str, str], int] = {}
     for key, count in counts.items():
         workflow, _, version = key.partition("@")

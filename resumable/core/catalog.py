@@ -7,7 +7,7 @@ Design (issue 31)
   body's ``metadata`` and in its blob's metadata (``workflow``, ``workflow_version``),
   beside the graph signature the framework records anyway. A checkpoint with neither was
   written before versions existed: it belongs to the catalog's default workflow (the
-  ``WORKFLOW`` setting) at its first version, so an app with one unversioned workflow
+  ``WORKFLOW`` setting) at version ``v1`` (what an unversioned entry is), so an app with one unversioned workflow
   resumes its old checkpoints unchanged.
 * **No extra storage operation.** The resume downloads the checkpoint anyway, and the
   blob's metadata arrives with its body. The store asks ``codec_for`` with that metadata
@@ -156,13 +156,9 @@ class WorkflowCatalog:
 
     def of_metadata(self, metadata: Mapping[str, Any]) -> tuple[str, str]:
         """The (workflow, version) a checkpoint's metadata names; the default workflow's
-        first version for a checkpoint written before versions existed."""
-        name = str(metadata.get(WORKFLOW_KEY) or self.default)
-        label = metadata.get(VERSION_KEY)
-        if label:
-            return name, str(label)
-        entry = self.entries.get(name)
-        return name, entry.labels[0] if entry else FIRST_VERSION
+        ``v1`` for a checkpoint written before versions existed (an unversioned registry
+        entry is ``v1``: so is what it wrote, even once ``v1`` is retired and it is refused)."""
+        return str(metadata.get(WORKFLOW_KEY) or self.default), str(metadata.get(VERSION_KEY) or FIRST_VERSION)
 
     def codec_for(self, blob_metadata: Mapping[str, Any]) -> CheckpointCodec:
         """The codec whose allowlist decodes this blob: its own workflow version's."""

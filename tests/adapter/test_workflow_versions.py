@@ -19,6 +19,10 @@ import workflows
 from devtools.function_host import FunctionHost
 from devtools.op_counter import OperationCounter
 from functions_adapter import wiring
+from resumable.core.catalog import WorkflowRef
+from resumable.core.resume import TurnInput
+from resumable.core.runs import RunRequest
+from resumable.core.thread_turns import ThreadRunner
 from tests.tamper import attacker_container
 
 V1 = "workflows.default_conversation:SPEC"
@@ -148,6 +152,10 @@ async def test_a_legacy_checkpoint_without_a_version_resumes_as_the_first(
     status, moved = await post(host, "/api/runs", {"checkpoint_id": legacy, "messages": "again"})
     assert status == 200, moved
     assert reply(moved).startswith("[v2] turn 2") and await recorded(host, moved["checkpoint_id"]) == ("default", "v2")
+    register("pinned", v2=V2)  # v1 retired: it is refused as v1's, never run on v2's graph unmigrated
+    status, refused = await post(host, "/api/runs", {"checkpoint_id": legacy, "messages": "again"})
+    assert (status, refused["error"]["code"]) == (409, "checkpoint_incompatible"), refused
+    assert refused["error"]["details"] == {"workflow": "default", "version": "v1"}
 
 
 async def test_unknown_workflows_are_404_listing_the_hosted_ones(host: FunctionHost, register: Register) -> None:
@@ -202,3 +210,15 @@ async def test_choosing_the_version_costs_no_storage_operation(
     register("upgrade", v1=V1, v2=V2)
     upgraded = await cost("c", "again")
     assert unversioned == pinned == upgraded > 0
+
+
+async def test_the_library_move_as_documented(host: FunctionHost, register: Register) -> None:
+    """docs/changing-workflows.md's library call: a turn whose request names the version."""
+    register(v1=V1)
+    await turn(host, "ticket-42", "hello")
+    register(v1=V1, v2=V2)
+    service = wiring.build_service(wiring.load_settings())
+    move = RunRequest(None, TurnInput(), stream=False, origin="api", workflow=WorkflowRef("default", "v2"))
+    moved = json.loads(await ThreadRunner(service, "ticket-42").run_to_json(move))
+    assert await recorded(host, moved["checkpoint_id"]) == ("default", "v2")
+    assert reply(await turn(host, "ticket-42", "again")).startswith("[v2] turn 2")
