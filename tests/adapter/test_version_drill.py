@@ -9,6 +9,7 @@ live-thread counts move as threads upgrade, and v1 goes once its count is 0.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -20,6 +21,7 @@ from devtools.instances import Instance, separate_instances
 from devtools.queue_runner import QueueRunner
 from functions_adapter import version_check, wiring
 from resumable.threads import housekeeping
+from resumable.threads.pass_state import PassState
 
 V1 = "workflows.default_conversation:SPEC"
 V2 = "tests.versioned_workflow:SPEC_V2"
@@ -147,3 +149,15 @@ async def test_two_instances_upgrading_one_thread_migrate_it_once(
     else:
         assert applied[0].startswith("[v2] turn 2:") and refused in ([], ["thread_busy"]), answers
     assert await counts(app) == {"v1": 0, "v2": 1}
+
+
+def test_a_pass_record_from_before_versions_still_loads_and_counts_nothing_yet() -> None:
+    """A rolling deploy meets the record the previous release wrote mid-pass."""
+    old = {"phase": "touch", "token": None, "started_at": 1.0, "references": None, "finished_at": None, "slowest": 0.5}
+    state = PassState.from_json(old)
+    assert (state.counting, state.counted, state.counted_at) == ({}, None, None)
+    done = state.counted_heads(Counter({"default@v1": 2, "@": 1})).after_page(None, 0.1).after_page(None, 0.1)
+    assert done.phase == "done" and done.counted == {"default@v1": 2, "@": 1} and done.counting == {}
+    assert PassState.from_json(done.to_json()).next_pass().counted == done.counted
+    with pytest.raises(TypeError):
+        PassState.from_json({**old, "counting": {"default@v1": "2"}})
