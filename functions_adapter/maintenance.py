@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import logging
 
-from functions_adapter.wiring import build_service, load_settings
+from functions_adapter.settings import Settings
+from functions_adapter.wiring import build_service, load_settings, workflow_catalog
+from resumable.core.runs import RunService
 from resumable.threads.housekeeping import Report, run_housekeeping
+from resumable.threads.pass_state import live_threads
 
 logger = logging.getLogger(__name__)
 
@@ -41,4 +44,18 @@ async def sweep() -> Report:
             "pages": report.pages,
         },
     )
+    if report.pass_finished:
+        await _warn_unhosted(settings, service)
     return report
+
+
+async def _warn_unhosted(settings: Settings, service: RunService) -> None:
+    """A finished pass that found threads on a version the app no longer hosts says so (their
+    turns are refused): one read, once a pass. ``version_check`` refuses such a deploy first."""
+    from functions_adapter.api.workflows_api import describe  # noqa: PLC0415 - only once a pass ends
+
+    counted = await live_threads(service.store.container)
+    unhosted = describe(workflow_catalog(settings), *counted)["unhosted"] if counted else []
+    if unhosted:
+        named = ", ".join(f"{u['workflow']}@{u['version']} ({u['live_threads']} threads)" for u in unhosted)
+        logger.error("Live threads are on workflow versions this app no longer hosts: %s", named)

@@ -9,6 +9,7 @@ live-thread counts move as threads upgrade, and v1 goes once its count is 0.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -19,7 +20,7 @@ import workflows
 from devtools.function_host import FunctionHost
 from devtools.instances import Instance, separate_instances
 from devtools.queue_runner import QueueRunner
-from functions_adapter import version_check, wiring
+from functions_adapter import maintenance, version_check, wiring
 from resumable.threads import housekeeping
 from resumable.threads.pass_state import PassState
 
@@ -76,7 +77,7 @@ def said(answer: dict[str, Any]) -> str:
 
 @pytest.mark.parametrize("policy", ["pinned", "upgrade"])
 async def test_every_thread_continues_across_a_redeploy(
-    app: FunctionHost, monkeypatch: pytest.MonkeyPatch, policy: str
+    app: FunctionHost, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, policy: str
 ) -> None:
     for thread in ("idle", "queued", "running"):
         await turn(app, thread, {"messages": "hello"})
@@ -115,6 +116,9 @@ async def test_every_thread_continues_across_a_redeploy(
         assert removed == ["default@v1 (5 threads)"] and counted_at is not None
         assert version_check.verdict(removed, counted_at, force=False) == 1
         assert version_check.verdict(removed, counted_at, force=True) == 0
+        with caplog.at_level(logging.ERROR, logger=maintenance.__name__):  # deployed anyway: the timer says so
+            assert (await maintenance.sweep()).pass_finished
+        assert "no longer hosts: default@v1 (5 threads)" in caplog.text
         return
     assert await counts(app) == {"v1": 0, "v2": 6}
     deploy(monkeypatch, policy, v2=V2)  # v1 retired: no thread is on it any more
