@@ -19,13 +19,12 @@ import logging
 import time
 from collections import OrderedDict
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 from agent_framework import WorkflowCheckpoint
 from agent_framework.exceptions import WorkflowCheckpointException
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
-from azure.storage.blob.aio import ContainerClient
 
 from ..base import tracing
 from ..base.errors import CheckpointConflict, CheckpointNotFound, CheckpointUnreadable
@@ -43,6 +42,9 @@ from .codec import CheckpointCodec
 from .gate import cpu, transfer_slot
 from .info import CheckpointInfo, checkpoint_status
 from .mac import CheckpointMac, MacMismatch
+
+if TYPE_CHECKING:  # the storage SDK loads on first use, not at import (cold start)
+    from azure.storage.blob.aio import ContainerClient
 
 logger = logging.getLogger(__name__)
 

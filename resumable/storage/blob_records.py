@@ -10,13 +10,15 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
-from azure.storage.blob.aio import ContainerClient
 
 from .failures import download_capped, error_code, storage_unavailable_on_failure, upload_new
+
+if TYPE_CHECKING:  # the storage SDK loads on first use, not at import (cold start)
+    from azure.storage.blob.aio import ContainerClient
 
 # Records are written only by this app. Idempotency records hold a whole response body
 # (base64, so 4/3 of it), and a response is bounded by the request and checkpoint

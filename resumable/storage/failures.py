@@ -5,13 +5,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceExistsError, ResourceNotFoundError
-from azure.storage.blob import BlobProperties
-from azure.storage.blob.aio import BlobClient, ContainerClient
 
 from ..base.errors import ServerMisconfigured, StorageUnavailable
+
+if TYPE_CHECKING:  # the storage SDK loads on first use, not at import (cold start)
+    from azure.storage.blob import BlobProperties
+    from azure.storage.blob.aio import BlobClient, ContainerClient
 
 logger = logging.getLogger(__name__)
 # Statuses that are worth retrying: a timeout and throttling. Every other 4xx is a

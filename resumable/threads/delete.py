@@ -23,9 +23,9 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from azure.core.exceptions import ResourceNotFoundError
-from azure.storage.blob.aio import ContainerClient
 
 from ..base.errors import ThreadBusy, ThreadNotFound
 from ..checkpoints.store import CheckpointStore
@@ -36,6 +36,9 @@ from .admin import ThreadMetadata
 from .delete_progress import DeleteProgress
 from .pointers import ThreadHead, ThreadPointers
 
+if TYPE_CHECKING:  # the storage SDK loads on first use, not at import (cold start)
+    from azure.storage.blob.aio import ContainerClient
+
 # Names per listing page: one page is the least a call does, so it bounds how far a call
 # can run past its budget (a page of records is that many reads, DELETE_CONCURRENCY at once).
 DELETE_PAGE = 250
@@ -44,7 +47,7 @@ _TOMBSTONE_ATTEMPTS = 10
 
 # A phase's page: (container, checkpoint store, thread ID, continuation token) -> (blobs
 # deleted, next token).
-_Step = Callable[[ContainerClient, CheckpointStore, str, str | None], Awaitable[tuple[int, str | None]]]
+_Step = Callable[["ContainerClient", CheckpointStore, str, str | None], Awaitable[tuple[int, str | None]]]
 
 
 @dataclass(frozen=True, slots=True)
