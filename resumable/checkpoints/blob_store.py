@@ -24,12 +24,11 @@ from urllib.parse import quote, unquote
 
 from agent_framework import WorkflowCheckpoint
 from agent_framework.exceptions import WorkflowCheckpointException
-from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 
 from ..base import tracing
 from ..base.errors import CheckpointConflict, CheckpointNotFound, CheckpointUnreadable
 from ..base.ids import validate_id
-from ..storage import layout
+from ..storage import layout, sdk
 from ..storage.failures import (
     create_container_if_missing,
     download_capped,
@@ -173,7 +172,7 @@ class BlobCheckpointStorage:
     async def _upload_create_only(self, name: str, data: bytes, metadata: dict[str, str]) -> None:
         try:
             await upload_new(self.container, name, data, metadata=metadata, content_type=_CONTENT_TYPE)
-        except ResourceExistsError as exc:
+        except sdk.ResourceExistsError as exc:
             if not await self._is_same_upload(name, data, metadata):
                 raise CheckpointConflict(f"Checkpoint '{name}' already exists and was not overwritten.") from exc
 
@@ -197,7 +196,7 @@ class BlobCheckpointStorage:
         with storage_unavailable_on_failure("delete"):
             try:
                 await self.container.delete_blob(blob_name(checkpoint_id))
-            except ResourceNotFoundError:
+            except sdk.ResourceNotFoundError:
                 return False
         return True
 
@@ -220,7 +219,7 @@ class BlobCheckpointStorage:
             async with transfer_slot():
                 try:
                     data, props = await download_capped(self.container.get_blob_client(name), self.codec.max_bytes + 1)
-                except ResourceNotFoundError as exc:
+                except sdk.ResourceNotFoundError as exc:
                     raise BlobCheckpointNotFound(f"Checkpoint '{checkpoint_id}' was not found.") from exc
                 metadata = dict(props.metadata or {})
                 checkpoint = await self._decode(span, checkpoint_id, data, metadata)
@@ -262,7 +261,7 @@ class BlobCheckpointStorage:
         with storage_unavailable_on_failure("get properties"):
             try:
                 props = await self.container.get_blob_client(name).get_blob_properties()
-            except ResourceNotFoundError as exc:
+            except sdk.ResourceNotFoundError as exc:
                 raise BlobCheckpointNotFound(f"Checkpoint '{checkpoint_id}' was not found.") from exc
         return _info_from(name, dict(props.metadata or {}), int(props.size or 0), props.creation_time)
 
@@ -275,7 +274,7 @@ class BlobCheckpointStorage:
                     infos.append(
                         _info_from(blob.name, dict(blob.metadata or {}), int(blob.size or 0), blob.creation_time)
                     )
-            except ResourceNotFoundError:
+            except sdk.ResourceNotFoundError:
                 return []
         return sorted(infos, key=lambda info: info.timestamp)
 

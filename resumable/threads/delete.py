@@ -25,11 +25,9 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from azure.core.exceptions import ResourceNotFoundError
-
 from ..base.errors import ThreadBusy, ThreadNotFound
 from ..checkpoints.store import CheckpointStore
-from ..storage import layout
+from ..storage import layout, sdk
 from ..storage.blob_records import BlobRecords, RecordUnreadable
 from ..storage.failures import list_page, storage_unavailable_on_failure
 from .admin import ThreadMetadata
@@ -132,7 +130,7 @@ async def _delete_blob(container: ContainerClient, name: str) -> int:
     with storage_unavailable_on_failure("delete"):
         try:
             await container.delete_blob(name)
-        except ResourceNotFoundError:
+        except sdk.ResourceNotFoundError:
             return 0
     return 1
 
@@ -188,7 +186,7 @@ async def _delete_run_events(container: ContainerClient, run_id: str) -> None:
         try:
             async for blob in container.list_blobs(name_starts_with=layout.run_events_prefix(run_id)):
                 await container.delete_blob(blob.name)
-        except ResourceNotFoundError:
+        except sdk.ResourceNotFoundError:
             return
 
 
