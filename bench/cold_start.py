@@ -77,9 +77,10 @@ def cold_start(bench: Bench, report: Report, base: str, pythons: list[str]) -> N
         rows,
         f"{bench.plan.cold_repeats} rounds, each entry in a fresh process, interleaved. Background runs, callbacks "
         "and housekeeping are imported by their first trigger or route, the Azure SDK (`azure.core`, the Blob "
-        "Storage client, aiohttp) by the first storage client (`tests/library/test_cold_start.py` pins both), and `resumable`'s package exports "
-        "load on first use. What `import function_app` adds to the hello-world app is Agent Framework, which the "
-        "start-up check of `WORKFLOW` (`tests/adapter/test_startup_checks.py`) imports, and the app's own modules. "
+        "Storage client, aiohttp) by the first storage client (`tests/library/test_cold_start.py` pins both), "
+        "and `resumable`'s package exports load on first use. What `import function_app` adds to the hello-world "
+        "app is Agent Framework, which the start-up check of `WORKFLOW` (`tests/adapter/test_startup_checks.py`) "
+        "imports, and the app's own modules. "
         "Where the time goes on the first interpreter, `python -X importtime -c 'import function_app'` "
         "(top cumulative):\n\n" + "\n".join(f"- `{name}`: {cum / 1000:.0f} ms" for name, cum in _import_profile()),
     )
