@@ -45,7 +45,7 @@ FULL = Plan(
     sizes=[2 * KB, 20 * KB, 200 * KB, 2048 * KB],
     turns=50,
     concurrency=50,
-    cold_repeats=9,
+    cold_repeats=21,  # medians over at least 20 fresh processes per entry
     lag_repeats=5,
 )
 QUICK = Plan(

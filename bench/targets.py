@@ -57,8 +57,8 @@ def targets_table(report: Report) -> None:
                 f"≤ {goal}",
                 _verdict(
                     blob <= goal,
-                    "a thread turn adds the pointer's read and compare-and-swap and the pending list's read "
-                    "and pop to a run's 5 (docs/performance.md); tests/adapter/test_background_costs.py holds 9",
+                    "a thread turn adds the pointer's read and compare-and-swap and the pending list's pop "
+                    "to a run's 5 (docs/performance.md); tests/adapter/test_background_costs.py holds 8",
                 ),
             ]
         )
@@ -98,21 +98,17 @@ def targets_table(report: Report) -> None:
             "**met**",
         ]
     )
-    app, app_vs_extension, extension = facts["cold_start"]
+    wall, cpu, check_wall, check_cpu = facts["cold_start"]
     rows.append(
         [
-            "cold start: `import function_app` / three-library floor",
-            f"{app:.2f}× ({app_vs_extension:.2f}× of the floor plus the HTTP streaming extension, which alone is "
-            f"{extension:.2f}×)",
-            "≤ 1.1×",
-            (
-                "**met** in this run, at the edge across runs (the ratio moves with the machine's load)"
-                if app <= 1.1
-                else _verdict(
-                    False,
-                    "the HTTP streaming extension the triggers need imports fastapi, starlette and uvicorn, over "
-                    "1.1× by itself; what the app adds on top is within noise",
-                )
+            "cold start: `import function_app` / a hello-world app on the same HTTP streaming extension",
+            f"{wall:.2f}× wall, {cpu:.2f}× CPU (the hello app + the default workflow's module, which the start-up "
+            f"check of WORKFLOW imports: {check_wall:.2f}× wall, {check_cpu:.2f}× CPU)",
+            "≤ 1.05× (issue 30)",
+            _verdict(
+                cpu <= 1.05,
+                "the start-up check of WORKFLOW must import the workflow, hence Agent Framework, at import; "
+                "the app stands at that floor (section 5)",
             ),
         ]
     )

@@ -16,9 +16,9 @@ from functions_adapter.settings import Settings
 from functions_adapter.turns import Turn, build_turn
 from functions_adapter.wiring import build_service, container_for, load_settings
 from resumable.background import BackgroundRuns
+from resumable.background.messages import RunMessage
 from resumable.background.records import RunRecord
 from resumable.base.errors import InvalidRequest, ServerMisconfigured
-from resumable.base.ids import validate_id
 from resumable.storage.run_queue import RunQueue
 
 logger = logging.getLogger(__name__)
@@ -63,10 +63,10 @@ def background_runs(settings: Settings) -> BackgroundRuns:
     )
 
 
-def _message_run_id(message: func.QueueMessage) -> str | None:
-    text = message.get_body().decode("utf-8", "replace").strip()
+def _run_message(message: func.QueueMessage) -> RunMessage | None:
+    text = message.get_body().decode("utf-8", "replace")
     try:
-        return validate_id(text, kind="run_id")
+        return RunMessage.parse(text)
     except InvalidRequest:
         logger.error("Dropped a run-queue message that is not a run ID")
         return None
@@ -74,21 +74,22 @@ def _message_run_id(message: func.QueueMessage) -> str | None:
 
 async def handle_message(message: func.QueueMessage) -> None:
     """The queue trigger: run (or settle) the run the message names. Raises to retry."""
-    run_id = _message_run_id(message)
-    if run_id is None:
+    parsed = _run_message(message)
+    if parsed is None:
         return
-    settings = load_settings()
+    run_id, settings = parsed.run_id, load_settings()
     if run_id.startswith(callbacks.MESSAGE_PREFIX):
         await callbacks_for(settings).deliver(run_id.removeprefix(callbacks.MESSAGE_PREFIX), message.id)
     else:
-        await background_runs(settings).handle(run_id)
+        await background_runs(settings).handle(run_id, alone=parsed.alone)
 
 
 async def handle_poisoned(message: func.QueueMessage) -> None:
     """The poison queue: the run's message was delivered ``maxDequeueCount`` times."""
-    run_id = _message_run_id(message)
-    if run_id is None:
+    parsed = _run_message(message)
+    if parsed is None:
         return
+    run_id = parsed.run_id
     if run_id.startswith(callbacks.MESSAGE_PREFIX):  # settled as given up, never left pending
         await callbacks_for(load_settings()).settle_poisoned(run_id.removeprefix(callbacks.MESSAGE_PREFIX))
         return

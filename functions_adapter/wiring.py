@@ -9,9 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
-
-from azure.storage.blob.aio import ContainerClient
+from typing import TYPE_CHECKING, Any
 
 from functions_adapter.settings import Settings, SettingsError
 from resumable.base.errors import ResumeError, ServerMisconfigured
@@ -25,6 +23,9 @@ from resumable.core.idempotency import IdempotencyStore
 from resumable.core.runs import RunService
 from resumable.storage.clients import container_client
 from resumable.threads.pointers import ThreadPointers
+
+if TYPE_CHECKING:  # the storage SDK loads on first use, not at import (cold start)
+    from azure.storage.blob.aio import ContainerClient
 
 logger = logging.getLogger(__name__)
 MISCONFIGURED = "The function app is not configured correctly; see its logs."

@@ -48,6 +48,7 @@ from ..core.idempotency import IdempotencyStore, StoredResponse
 from ..storage.blob_records import RecordConflict
 from ..storage.record_store import Stored
 from . import records as rr
+from .messages import RunMessage
 from .order import ThreadOrder
 from .records import RunError, RunRecord, RunRecords
 
@@ -177,9 +178,10 @@ class RunAcceptor:
                 created = await self._records.create(record)
             except RecordConflict:  # a keyed retry healing this run got there first
                 created = await self._records.get(record.run_id)
+            listed = None
             if record.thread_id is not None:
-                await self._order.append(record.thread_id, record.run_id)
-            await self._queue.enqueue(record.run_id)
+                listed = await self._order.append(record.thread_id, record.run_id)
+            await self._queue.enqueue(RunMessage.listed(record.run_id, listed).text())
         except BaseException as exc:
             went_ahead = await finish_even_if_cancelled(self._undo(record, created, undo_key))
             if not went_ahead or not isinstance(exc, Exception):
@@ -251,9 +253,10 @@ class RunAcceptor:
             await self._require_keys().forget_accept(dedupe.key, dedupe.kind, run_id)
             return None
         if found.value.status == rr.QUEUED:
+            listed = None
             if found.value.thread_id is not None:
-                await self._order.append(found.value.thread_id, run_id)
-            await self._queue.enqueue(run_id)
+                listed = await self._order.append(found.value.thread_id, run_id)
+            await self._queue.enqueue(RunMessage.listed(run_id, listed).text())
         return replay
 
 

@@ -47,15 +47,20 @@ class ThreadDrain:
         self._run = run
         self._finished = finished
 
-    async def drain(self, thread_id: str, mine: Stored[RunRecord]) -> None:
+    async def drain(self, thread_id: str, mine: Stored[RunRecord], *, alone: str | None = None) -> None:
         """Work ``thread_id``'s pending turns front-first until none is left.
 
         Stops early when another delivery holds the front (it drains on; a delayed
-        message for ``mine`` keeps watch in case it dies).
+        message for ``mine`` keeps watch in case it dies). ``alone``: the list's ETag
+        when ``mine``'s accept left it the only entry (``RunMessage``): no read needed.
         """
         run_id = mine.value.run_id
         if mine.value.terminal or lease_live(mine):
             turns = await self._order.read(thread_id)
+        elif alone is not None:
+            # Its accept left it alone in the list: it is the front until popped. Should
+            # the list have changed since, the pop's compare-and-swap meets it and reads.
+            turns = self._order.left_alone(run_id, alone)
         else:
             # Listed at accept, before its message; appending again is a no-op (one
             # read). Should another drain have popped it since ``mine`` was read, the

@@ -103,14 +103,15 @@ class BackgroundRuns:
         self._requeue = requeue
         self._drain = ThreadDrain(self.records, self.order, self._run, self._finished)
 
-    async def handle(self, run_id: str) -> None:
-        """One delivery of ``run_id``. Raises only to have the queue deliver it again."""
+    async def handle(self, run_id: str, *, alone: str | None = None) -> None:
+        """One delivery of ``run_id``. Raises only to have the queue deliver it again.
+        ``alone``: the message's pending-list ETag (``RunMessage``), if it carries one."""
         stored = await self._wait_for_record(run_id)
         record = stored.value
         if record.thread_id is not None:
             # Finished too (cancelled while queued, a redelivery after a crash): the drain
             # pops its entry and reports it, so no entry outlives its run.
-            await self._drain.drain(record.thread_id, stored)
+            await self._drain.drain(record.thread_id, stored, alone=alone)
         elif record.terminal:
             await self._finished(stored)  # a redelivery after a crash that followed the outcome
         else:

@@ -60,6 +60,12 @@ class ThreadOrder:
         """The list as stored (None: no turns pending), to pass on as ``current``."""
         return await self._records.get(thread_id)
 
+    @staticmethod
+    def left_alone(run_id: str, etag: str) -> Stored[PendingTurns]:
+        """The list as an accept that left ``run_id`` its only entry wrote it (``etag``),
+        without reading it: ``run_id`` is still the front, if still listed (``messages``)."""
+        return Stored(PendingTurns(((run_id, 0.0),)), etag)
+
     async def append(self, thread_id: str, run_id: str) -> Stored[PendingTurns] | None:
         """Add ``run_id`` at the end (once: appending it again changes nothing, and costs
         one read). Returns the list as it is afterwards."""

@@ -19,17 +19,15 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_framework import WorkflowCheckpoint
 from agent_framework.exceptions import WorkflowCheckpointException
-from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
-from azure.storage.blob.aio import ContainerClient
 
 from ..base import tracing
 from ..base.errors import CheckpointConflict, CheckpointNotFound, CheckpointUnreadable
 from ..base.ids import validate_id
-from ..storage import layout
+from ..storage import layout, sdk
 from ..storage.failures import (
     create_container_if_missing,
     download_capped,
@@ -43,6 +41,9 @@ from .codec import CheckpointCodec
 from .gate import cpu, transfer_slot
 from .info import CheckpointInfo
 from .mac import CheckpointMac, MacMismatch
+
+if TYPE_CHECKING:  # the storage SDK loads on first use, not at import (cold start)
+    from azure.storage.blob.aio import ContainerClient
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +143,7 @@ class BlobCheckpointStorage:
     async def _upload_create_only(self, name: str, data: bytes, metadata: dict[str, str]) -> None:
         try:
             await upload_new(self.container, name, data, metadata=metadata, content_type=_CONTENT_TYPE)
-        except ResourceExistsError as exc:
+        except sdk.ResourceExistsError as exc:
             if not await self._is_same_upload(name, data, metadata):
                 raise CheckpointConflict(f"Checkpoint '{name}' already exists and was not overwritten.") from exc
 
@@ -166,7 +167,7 @@ class BlobCheckpointStorage:
         with storage_unavailable_on_failure("delete"):
             try:
                 await self.container.delete_blob(blob_name(checkpoint_id))
-            except ResourceNotFoundError:
+            except sdk.ResourceNotFoundError:
                 return False
         return True
 
@@ -189,7 +190,7 @@ class BlobCheckpointStorage:
             async with transfer_slot():
                 try:
                     data, props = await download_capped(self.container.get_blob_client(name), self.codec.max_bytes + 1)
-                except ResourceNotFoundError as exc:
+                except sdk.ResourceNotFoundError as exc:
                     raise BlobCheckpointNotFound(f"Checkpoint '{checkpoint_id}' was not found.") from exc
                 metadata = dict(props.metadata or {})
                 checkpoint = await self._decode(span, checkpoint_id, data, metadata)
@@ -234,7 +235,7 @@ class BlobCheckpointStorage:
         with storage_unavailable_on_failure("get properties"):
             try:
                 props = await self.container.get_blob_client(name).get_blob_properties()
-            except ResourceNotFoundError as exc:
+            except sdk.ResourceNotFoundError as exc:
                 raise BlobCheckpointNotFound(f"Checkpoint '{checkpoint_id}' was not found.") from exc
         return blob_metadata.info_from(name, dict(props.metadata or {}), int(props.size or 0), props.creation_time)
 
@@ -249,7 +250,7 @@ class BlobCheckpointStorage:
                             blob.name, dict(blob.metadata or {}), int(blob.size or 0), blob.creation_time
                         )
                     )
-            except ResourceNotFoundError:
+            except sdk.ResourceNotFoundError:
                 return []
         return sorted(infos, key=lambda info: info.timestamp)
 

@@ -29,8 +29,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-
-from azure.storage.blob.aio import ContainerClient
+from typing import TYPE_CHECKING
 
 from ..base.errors import ClaimLost, IdempotencyRecordUnreadable, RequestInProgress, ResumeError
 from ..storage import layout
@@ -57,6 +56,9 @@ from .idempotency_record import (
     stored_response,
     validate_key,
 )
+
+if TYPE_CHECKING:  # the storage SDK loads on first use, not at import (cold start)
+    from azure.storage.blob.aio import ContainerClient
 
 logger = logging.getLogger(__name__)
 PREFIX = layout.IDEMPOTENCY

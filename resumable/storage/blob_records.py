@@ -10,13 +10,13 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from azure.core import MatchConditions
-from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
-from azure.storage.blob.aio import ContainerClient
-
+from . import sdk
 from .failures import download_capped, error_code, storage_unavailable_on_failure, upload_new
+
+if TYPE_CHECKING:  # the storage SDK loads on first use, not at import (cold start)
+    from azure.storage.blob.aio import ContainerClient
 
 # Records are written only by this app. Idempotency records hold a whole response body
 # (base64, so 4/3 of it), and a response is bounded by the request and checkpoint
@@ -62,7 +62,7 @@ def _written(data: dict[str, Any], result: dict[str, Any]) -> Record:
     return Record(data, str(result["etag"]), _epoch(result.get("last_modified")), _epoch(result.get("date")))
 
 
-def _is_conflict(exc: HttpResponseError) -> bool:
+def _is_conflict(exc: sdk.HttpResponseError) -> bool:
     return exc.status_code in (409, 412) or error_code(exc) in ("BlobAlreadyExists", "ConditionNotMet")
 
 
@@ -88,7 +88,7 @@ class BlobRecords:
 
         try:
             raw, properties = await download_capped(self._blob(name), MAX_RECORD_BYTES + 1, raw_response_hook=note_date)
-        except ResourceNotFoundError:
+        except sdk.ResourceNotFoundError:
             return None
         if len(raw) > MAX_RECORD_BYTES:
             raise RecordUnreadable(f"{self._blob_name(name)} is over {MAX_RECORD_BYTES} bytes")
@@ -107,7 +107,7 @@ class BlobRecords:
         body = json.dumps(data, separators=(",", ":")).encode()
         try:
             result = await upload_new(self._container, self._blob_name(name), body)
-        except HttpResponseError as exc:  # ResourceExistsError included
+        except sdk.HttpResponseError as exc:  # ResourceExistsError included
             if _is_conflict(exc):
                 raise RecordConflict(name) from exc
             raise
@@ -119,11 +119,11 @@ class BlobRecords:
         try:
             with storage_unavailable_on_failure("replace record"):
                 result = await self._blob(name).upload_blob(
-                    body, overwrite=True, etag=etag, match_condition=MatchConditions.IfNotModified
+                    body, overwrite=True, etag=etag, match_condition=sdk.MatchConditions.IfNotModified
                 )
-        except (ResourceNotFoundError, ResourceExistsError) as exc:
+        except (sdk.ResourceNotFoundError, sdk.ResourceExistsError) as exc:
             raise RecordConflict(name) from exc
-        except HttpResponseError as exc:
+        except sdk.HttpResponseError as exc:
             if _is_conflict(exc):
                 raise RecordConflict(name) from exc
             raise
@@ -133,13 +133,13 @@ class BlobRecords:
         """Delete the record (only if unchanged, when ``etag`` is given)."""
         kwargs: dict[str, Any] = {}
         if etag is not None:
-            kwargs = {"etag": etag, "match_condition": MatchConditions.IfNotModified}
+            kwargs = {"etag": etag, "match_condition": sdk.MatchConditions.IfNotModified}
         with storage_unavailable_on_failure("delete record"):
             try:
                 await self._blob(name).delete_blob(**kwargs)
-            except ResourceNotFoundError:
+            except sdk.ResourceNotFoundError:
                 return False
-            except HttpResponseError as exc:
+            except sdk.HttpResponseError as exc:
                 if _is_conflict(exc):
                     return False
                 raise
@@ -152,6 +152,6 @@ class BlobRecords:
             try:
                 async for blob in self._container.list_blobs(name_starts_with=self._prefix):
                     found.append(blob.name.removeprefix(self._prefix).removesuffix(".json"))
-            except ResourceNotFoundError:
+            except sdk.ResourceNotFoundError:
                 return []
         return found

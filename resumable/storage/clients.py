@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from azure.storage.blob.aio import BlobServiceClient, ContainerClient, LinearRetry
+if TYPE_CHECKING:  # the storage SDK loads on first use, not at import (cold start)
+    from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,8 @@ transport_hook: Callable[[str], Any] | None = None
 
 
 def _build_client(target: StorageTarget, timeout: float) -> BlobServiceClient:
+    from azure.storage.blob.aio import BlobServiceClient, LinearRetry  # noqa: PLC0415 - on first use
+
     options: dict[str, Any] = {
         "connection_timeout": timeout,
         "read_timeout": timeout,

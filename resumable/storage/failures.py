@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
-
-from azure.core.exceptions import AzureError, HttpResponseError, ResourceExistsError, ResourceNotFoundError
-from azure.storage.blob import BlobProperties
-from azure.storage.blob.aio import BlobClient, ContainerClient
+from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ServerMisconfigured, StorageUnavailable
+from . import sdk
+
+if TYPE_CHECKING:  # the storage SDK loads on first use, not at import (cold start)
+    from azure.storage.blob import BlobProperties
+    from azure.storage.blob.aio import BlobClient, ContainerClient
 
 logger = logging.getLogger(__name__)
 # Statuses that are worth retrying: a timeout and throttling. Every other 4xx is a
@@ -20,7 +21,7 @@ logger = logging.getLogger(__name__)
 _TRANSIENT_4XX = frozenset({408, 429})
 
 
-def error_code(exc: HttpResponseError) -> str:
+def error_code(exc: sdk.HttpResponseError) -> str:
     """The storage error code as a string (the SDK gives an enum in some paths)."""
     code = exc.error_code
     return str(getattr(code, "value", code) or "")
@@ -39,9 +40,9 @@ def storage_unavailable_on_failure(operation: str) -> Iterator[None]:
     """
     try:
         yield
-    except ResourceNotFoundError:
+    except sdk.ResourceNotFoundError:
         raise
-    except HttpResponseError as exc:
+    except sdk.HttpResponseError as exc:
         status = exc.status_code or 0
         if status in (409, 412, 416):
             raise
@@ -55,7 +56,7 @@ def storage_unavailable_on_failure(operation: str) -> Iterator[None]:
             raise ServerMisconfigured() from exc
         logger.warning("Blob %s failed: HTTP %s %s", operation, status, error_code(exc))
         raise StorageUnavailable(f"Checkpoint storage failed during {operation}.") from exc
-    except (TimeoutError, AzureError, OSError) as exc:
+    except (TimeoutError, sdk.AzureError, OSError) as exc:
         logger.warning("Blob %s failed: %s", operation, type(exc).__name__)
         raise StorageUnavailable(f"Checkpoint storage could not be reached during {operation}.") from exc
 
@@ -66,7 +67,7 @@ async def create_container_if_missing(container: ContainerClient) -> None:
         try:
             await container.create_container()
             logger.info("Created blob container %s", container.container_name)
-        except ResourceExistsError:
+        except sdk.ResourceExistsError:
             pass
 
 
@@ -81,7 +82,7 @@ async def download_capped(blob: BlobClient, limit: int, **options: Any) -> tuple
     with storage_unavailable_on_failure("read"):
         try:
             downloader = await blob.download_blob(offset=0, length=limit, **options)
-        except HttpResponseError as exc:
+        except sdk.HttpResponseError as exc:
             if exc.status_code != 416:
                 raise
             return b"", await blob.get_blob_properties()
@@ -105,7 +106,7 @@ async def list_page(
             )
             page = await anext(pages)
             blobs = [blob async for blob in page]
-        except ResourceNotFoundError:
+        except sdk.ResourceNotFoundError:
             return [], None
     return blobs, pages.continuation_token or None
 
@@ -121,7 +122,7 @@ async def upload_new(container: ContainerClient, name: str, data: bytes, **kwarg
         try:
             with storage_unavailable_on_failure("save"):
                 return await blob.upload_blob(data, overwrite=False, **kwargs)
-        except ResourceNotFoundError as exc:
+        except sdk.ResourceNotFoundError as exc:
             if attempt == 2 or error_code(exc) != "ContainerNotFound":
                 raise
             await create_container_if_missing(container)

@@ -29,12 +29,13 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Generic, Protocol, Self, TypeVar
-
-from azure.storage.blob.aio import ContainerClient
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Protocol, Self, TypeVar
 
 from ..base.errors import ResumeError, StorageUnavailable
 from .blob_records import BlobRecords, RecordConflict, RecordUnreadable
+
+if TYPE_CHECKING:  # the storage SDK loads on first use, not at import (cold start)
+    from azure.storage.blob.aio import ContainerClient
 
 # Tokens of this many most recent writes stay in a record: a lost answer is recognised
 # even after this many later writes landed on top of it.

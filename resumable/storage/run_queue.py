@@ -13,10 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
-
 from ..base.errors import ConfigurationError
 from . import clients as storage_client
+from . import sdk
 from .failures import storage_unavailable_on_failure
 
 if TYPE_CHECKING:
@@ -101,7 +100,7 @@ class RunQueue:
         with storage_unavailable_on_failure("enqueue run"):
             try:
                 await client.send_message(run_id, visibility_timeout=delay_seconds or None)
-            except ResourceNotFoundError:
-                with contextlib.suppress(ResourceExistsError):
+            except sdk.ResourceNotFoundError:
+                with contextlib.suppress(sdk.ResourceExistsError):
                     await client.create_queue()
                 await client.send_message(run_id, visibility_timeout=delay_seconds or None)

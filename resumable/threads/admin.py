@@ -17,9 +17,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
-
-from azure.storage.blob.aio import ContainerClient
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..base.errors import CheckpointNotFound, InvalidRequest, PreconditionFailed, ThreadNotFound
 from ..base.ids import validate_id
@@ -28,6 +26,9 @@ from ..checkpoints.info import CheckpointInfo
 from ..storage import layout
 from ..storage.record_store import UNREAD, RecordStore, RecordUnreadable, Stored
 from .pointers import ThreadPointers
+
+if TYPE_CHECKING:  # the storage SDK loads on first use, not at import (cold start)
+    from azure.storage.blob.aio import ContainerClient
 
 logger = logging.getLogger(__name__)
 METADATA_PREFIX = layout.THREAD_METADATA

@@ -23,18 +23,19 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-
-from azure.core.exceptions import ResourceNotFoundError
-from azure.storage.blob.aio import ContainerClient
+from typing import TYPE_CHECKING
 
 from ..base.errors import ThreadBusy, ThreadNotFound
 from ..checkpoints.store import CheckpointStore
-from ..storage import layout
+from ..storage import layout, sdk
 from ..storage.blob_records import BlobRecords, RecordUnreadable
 from ..storage.failures import list_page, storage_unavailable_on_failure
 from .admin import ThreadMetadata
 from .delete_progress import DeleteProgress
 from .pointers import ThreadHead, ThreadPointers
+
+if TYPE_CHECKING:  # the storage SDK loads on first use, not at import (cold start)
+    from azure.storage.blob.aio import ContainerClient
 
 # Names per listing page: one page is the least a call does, so it bounds how far a call
 # can run past its budget (a page of records is that many reads, DELETE_CONCURRENCY at once).
@@ -44,7 +45,7 @@ _TOMBSTONE_ATTEMPTS = 10
 
 # A phase's page: (container, checkpoint store, thread ID, continuation token) -> (blobs
 # deleted, next token).
-_Step = Callable[[ContainerClient, CheckpointStore, str, str | None], Awaitable[tuple[int, str | None]]]
+_Step = Callable[["ContainerClient", CheckpointStore, str, str | None], Awaitable[tuple[int, str | None]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +130,7 @@ async def _delete_blob(container: ContainerClient, name: str) -> int:
     with storage_unavailable_on_failure("delete"):
         try:
             await container.delete_blob(name)
-        except ResourceNotFoundError:
+        except sdk.ResourceNotFoundError:
             return 0
     return 1
 
@@ -185,7 +186,7 @@ async def _delete_run_events(container: ContainerClient, run_id: str) -> None:
         try:
             async for blob in container.list_blobs(name_starts_with=layout.run_events_prefix(run_id)):
                 await container.delete_blob(blob.name)
-        except ResourceNotFoundError:
+        except sdk.ResourceNotFoundError:
             return
 
 

@@ -23,9 +23,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
-
-from azure.storage.blob.aio import ContainerClient
+from typing import TYPE_CHECKING, Any
 
 from ..base import tracing
 from ..base.errors import CheckpointNotFound, ThreadBusy, ThreadExpired, ThreadUnreadable
@@ -36,6 +34,9 @@ from ..storage import layout
 from ..storage.record_store import DELETE, RecordErrors, RecordStore, Refused, Stored
 from .delete_progress import DeleteProgress
 from .pointer_record import LINEAGE_KEPT, MAX_ORIGIN_CHARS, Pointer, valid_origin
+
+if TYPE_CHECKING:  # the storage SDK loads on first use, not at import (cold start)
+    from azure.storage.blob.aio import ContainerClient
 
 __all__ = ["LINEAGE_KEPT", "MAX_ORIGIN_CHARS", "Pointer", "ThreadHead", "ThreadPointers", "valid_origin"]
 
