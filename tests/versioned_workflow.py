@@ -143,3 +143,20 @@ class NoteKeeper(Executor):
 NOTES = WorkflowSpec(
     build=lambda: WorkflowBuilder(name="notes", start_executor=NoteKeeper()).build(), checkpoint_types=(Note,)
 )
+
+
+def returns_garbage(checkpoint: WorkflowCheckpoint) -> Any:
+    return "not a checkpoint"
+
+
+def spoils_then_raises(checkpoint: WorkflowCheckpoint) -> None:
+    executor_states(checkpoint).pop("memory", None)  # edits its input, then fails
+    raise RuntimeError("half done")
+
+
+GARBAGE_V2 = WorkflowSpec(
+    build=lambda: _graph(ResponderV2()), checkpoint_types=(ApprovalRequest,), migrate=returns_garbage
+)
+SPOILING_V2 = WorkflowSpec(
+    build=lambda: _graph(ResponderV2()), checkpoint_types=(ApprovalRequest,), migrate=spoils_then_raises
+)

@@ -47,7 +47,7 @@ from ..checkpoints.info import VERSION_KEY, WORKFLOW_KEY
 logger = logging.getLogger(__name__)
 
 FIRST_VERSION = "v1"
-_TOKEN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 # For migrations: each executor's saved state by executor ID, editable in place.
 executor_states = af_internals.executor_states
@@ -69,7 +69,7 @@ class WorkflowRef:
     @classmethod
     def parse(cls, text: str) -> WorkflowRef:
         name, _, version = text.partition("@")
-        if not _TOKEN.match(name) or (version and not _TOKEN.match(version)) or text.endswith("@"):
+        if not _TOKEN.fullmatch(name) or (version and not _TOKEN.fullmatch(version)) or text.endswith("@"):
             raise InvalidRequest(f"{text!r} names no workflow: expected a name or name@version.")
         return cls(name, version or None)
 
@@ -217,7 +217,10 @@ def migrate(
         if step.migrate is None:
             continue
         try:
-            checkpoint = step.migrate(checkpoint) or checkpoint
+            result = step.migrate(checkpoint)
+            if result is not None and not isinstance(result, WorkflowCheckpoint):
+                raise TypeError(f"a migration returns a WorkflowCheckpoint or None, not {type(result).__name__}")
+            checkpoint = result or checkpoint
         except Exception as exc:
             logger.exception("Migration of workflow %r to version %r failed", step.workflow, step.label)
             raise MigrationFailed(
