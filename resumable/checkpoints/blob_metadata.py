@@ -79,10 +79,11 @@ def of_blob(blob: Any) -> CheckpointInfo:
 
 def same_workflow(described: Mapping[str, str], checkpoint: WorkflowCheckpoint) -> WorkflowCheckpoint:
     """Refuse a body whose workflow or version is not the one its blob's metadata names (the
-    metadata chose its allowlist). A blob without them (written before versions) passes: the
-    turn then goes by what its body records."""
-    for key, value in described.items():
-        if checkpoint.metadata.get(key) != value:
+    metadata chose its allowlist). Both are written from the body, so they agree: a blob
+    without them (written before versions) holds a body without them too; a body that names
+    a workflow its blob does not (metadata edited) was not read by its own allowlist."""
+    for key in (WORKFLOW_KEY, VERSION_KEY):
+        if str(checkpoint.metadata.get(key) or "") != described.get(key, ""):
             logger.warning("Checkpoint %s refused: its metadata names another %s", checkpoint.checkpoint_id, key)
             raise CheckpointUnreadable("The checkpoint's metadata does not match its content.")
     return checkpoint

@@ -38,6 +38,21 @@ async def test_stripped_blob_metadata_never_routes_a_checkpoint_to_another_allow
     assert (status, answer["error"]["code"]) == (422, "checkpoint_unreadable"), answer
 
 
+async def test_a_body_that_names_a_version_its_blob_does_not_is_refused(
+    host: FunctionHost, register: Register, storage_env: str
+) -> None:
+    """The blob's metadata chose the codec (here: none named, so the default's ``v1``); a
+    body recording ``v2`` was not decoded by its own version's allowlist: refused unread."""
+    register(v1=V1, v2=V2)
+    fresh = await turn(host, "t", "hello")  # default@v2
+    async with attacker_container(storage_env) as client:
+        blob = client.get_blob_client(f"checkpoints/{fresh['checkpoint_id']}.json")
+        metadata = (await blob.get_blob_properties()).metadata
+        await blob.set_blob_metadata({k: v for k, v in metadata.items() if k not in ("workflow", "workflow_version")})
+    status, answer = await post(host, "/api/runs", {"checkpoint_id": fresh["checkpoint_id"], "messages": "x"})
+    assert (status, answer["error"]["code"]) == (422, "checkpoint_unreadable"), answer
+
+
 async def test_a_migration_returning_garbage_is_migration_failed_and_commits_nothing(
     host: FunctionHost, register: Register
 ) -> None:
