@@ -10,6 +10,8 @@ allowlist only).
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,3 +162,13 @@ GARBAGE_V2 = WorkflowSpec(
 SPOILING_V2 = WorkflowSpec(
     build=lambda: _graph(ResponderV2()), checkpoint_types=(ApprovalRequest,), migrate=spoils_then_raises
 )
+
+
+def rebuilds(checkpoint: WorkflowCheckpoint) -> WorkflowCheckpoint:
+    """Returns a new checkpoint (another ID) holding the migrated state."""
+    fresh = dataclasses.replace(checkpoint, checkpoint_id=uuid.uuid4().hex, metadata=dict(checkpoint.metadata))
+    to_v2(fresh)
+    return fresh
+
+
+REBUILDING_V2 = WorkflowSpec(build=lambda: _graph(ResponderV2()), checkpoint_types=(ApprovalRequest,), migrate=rebuilds)

@@ -212,7 +212,7 @@ def migrate(
     saved: the checkpoint is the resume's own decoded copy)."""
     if not path:
         return checkpoint
-    migrated = False
+    origin, migrated = checkpoint.checkpoint_id, False
     for step in path:
         if step.migrate is None:
             continue
@@ -233,4 +233,7 @@ def migrate(
         checkpoint.workflow_name = target.name
         checkpoint.graph_signature_hash = target.graph_signature_hash
     checkpoint.metadata = {**checkpoint.metadata, **path[-1].stamp}
+    # It is still the checkpoint the thread resumes from, whatever copy a migration returned:
+    # the turn's checkpoint follows it (lineage: forks, sweeps and the ledger walk it).
+    checkpoint.checkpoint_id = origin
     return checkpoint

@@ -65,6 +65,35 @@ async def test_a_migration_returning_garbage_is_migration_failed_and_commits_not
     assert head["checkpoint_id"] == first["checkpoint_id"]
 
 
+async def test_a_migration_returning_a_new_checkpoint_keeps_the_thread_lineage(
+    host: FunctionHost, register: Register
+) -> None:
+    """The migrated turn's checkpoint follows the one it was migrated from, whatever ID the
+    migration's copy carries (lineage: forks, sweeps, the ledger follow it)."""
+    register(v1=V1)
+    first = await turn(host, "t", "hello")
+    register("upgrade", v1=V1, v2="tests.versioned_workflow:REBUILDING_V2")
+    moved = await turn(host, "t", "again")
+    assert reply(moved).startswith("[v2] turn 2")
+    info = await (await host.request("GET", f"/api/checkpoints/{moved['checkpoint_id']}")).json()
+    assert info["previous_checkpoint_id"] == first["checkpoint_id"], info
+
+
+async def test_a_keyed_retry_of_an_upgrading_turn_replays_it(host: FunctionHost, register: Register) -> None:
+    register(v1=V1)
+    await turn(host, "t", "hello")
+    register("upgrade", v1=V1, v2=V2)
+    answers = []
+    for _ in range(2):
+        response = await host.request(
+            "POST", "/api/threads/t/runs", json_body={"messages": "again"}, headers={"Idempotency-Key": "k-up"}
+        )
+        assert response.status == 200
+        answers.append(await response.json())
+    assert answers[0] == answers[1] and reply(answers[0]).startswith("[v2] turn 2")
+    assert reply(await turn(host, "t", "third")).startswith("[v2] turn 3")  # migrated once, ran once
+
+
 async def test_a_migration_that_edits_its_input_then_raises_leaves_nothing_behind(
     host: FunctionHost, register: Register
 ) -> None:
