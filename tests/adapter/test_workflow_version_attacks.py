@@ -53,6 +53,26 @@ async def test_a_body_that_names_a_version_its_blob_does_not_is_refused(
     assert (status, answer["error"]["code"]) == (422, "checkpoint_unreadable"), answer
 
 
+async def test_a_fork_never_crosses_workflows_and_runs_on_its_fork_points_version(
+    host: FunctionHost, register: Register
+) -> None:
+    """A fork rewinds to a checkpoint: pinned, it runs on the version that wrote that one
+    (as documented); ``upgrade`` migrates it to the newest as any turn."""
+    register(v1=V1)
+    notes = await turn(host, "n", {"messages": "milk", "workflow": "notes"})
+    old = await turn(host, "t", "hello")  # default@v1
+    register(v1=V1, v2=V2)
+    await turn(host, "t", {"messages": "again", "workflow": "default@v2"})
+    status, answer = await post(
+        host, "/api/threads/t/runs", {"messages": "x", "from_checkpoint_id": notes["checkpoint_id"]}
+    )
+    assert (status, answer["error"]["code"]) == (409, "checkpoint_not_in_thread"), answer  # not its lineage
+    back = {"messages": "x", "from_checkpoint_id": old["checkpoint_id"]}
+    assert reply(await turn(host, "t", back)).startswith('turn 2: you said "x"')  # v1, pinned
+    register("upgrade", v1=V1, v2=V2)
+    assert reply(await turn(host, "t", back)).startswith('[v2] turn 2: you said "x"')
+
+
 async def test_a_migration_returning_garbage_is_migration_failed_and_commits_nothing(
     host: FunctionHost, register: Register
 ) -> None:
