@@ -167,7 +167,8 @@ class WorkflowCatalog:
         if entry is None or label not in entry.labels:
             logger.warning("Checkpoint of workflow %r version %r: not registered here", name, label)
             raise CheckpointIncompatible(
-                f"The checkpoint was written by workflow {name!r} version {label!r}, which this app no longer hosts.",
+                f"The checkpoint was written by workflow {name!r} version {label!r}, which this app does not host "
+                "(retired, or not deployed to this instance yet).",
                 details={"workflow": name, "version": label},
             )
         return self.load(name, label).codec
