@@ -8,7 +8,10 @@ from typing import Any
 
 import pytest
 
+import workflows
 from devtools.function_host import FunctionHost
+from functions_adapter import wiring
+from resumable.threads import housekeeping
 from tests.adapter import test_workflow_entry_points as entry_points
 from tests.adapter import test_workflow_versions as versions
 from tests.adapter.test_ag_ui import agui, agui_body, user
@@ -185,3 +188,24 @@ async def test_hostile_workflow_values_are_400_on_every_entry_point(two: Functio
     assert result["isError"] and result["structuredContent"]["error"]["code"] == "invalid_request", result
     status, events = await agui(two, agui_body("g", [user("x")], forwardedProps={"workflow": value}))
     assert status == 400 or events[-1]["code"] == "invalid_request", events
+
+
+async def test_a_workflow_named_outside_url_safe_characters_is_counted_as_itself(
+    host: FunctionHost, queue_env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An app from before versions whose ``WORKFLOW`` is ``"triage bot"`` (blob metadata holds
+    it percent-encoded): its live threads are counted under its own name, not as unhosted."""
+    monkeypatch.setattr(housekeeping, "PASS_INTERVAL_SECONDS", 0)
+    monkeypatch.setitem(workflows.REGISTRY, "triage bot", V1)
+    monkeypatch.setenv("WORKFLOW", "triage bot")
+    wiring.workflow_spec.cache_clear()
+    await turn(host, "t", "hello")
+    service = wiring.build_service(wiring.load_settings())
+    report = await housekeeping.run_housekeeping(
+        service.store.container, service.pointers, service.store, budget_seconds=600, orphan_min_age_seconds=3600
+    )
+    assert report.pass_finished
+    listed = await (await host.request("GET", "/api/workflows")).json()
+    assert listed["unhosted"] == [], listed
+    (triage,) = [w for w in listed["workflows"] if w["name"] == "triage bot"]
+    assert triage["versions"][0]["live_threads"] == 1, listed
