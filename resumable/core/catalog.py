@@ -12,8 +12,9 @@ Design (issue 31)
 * **No extra storage operation.** The resume downloads the checkpoint anyway, and the
   blob's metadata arrives with its body. The store asks ``codec_for`` with that metadata
   which allowlist decodes the body (each workflow version has its own), then checks that
-  the body names the same workflow and version as the blob: a checkpoint of workflow A is
-  never decoded under B's allowlist nor restored into B.
+  the body's own workflow and version (none: the default's ``v1``) pick that same codec
+  (``blob_metadata.same_workflow``; blob metadata is not signed): a checkpoint of workflow A
+  is never decoded under B's allowlist nor restored into B.
 * **Which version runs a turn** (``choose``): a new run starts on the requested workflow
   (default: the catalog's default) at the requested version (default: the newest). A
   resume stays on its checkpoint's workflow (naming another is ``WorkflowMismatch``), on

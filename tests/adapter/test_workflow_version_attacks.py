@@ -79,13 +79,7 @@ async def test_a_fork_never_crosses_workflows_and_runs_on_its_fork_points_versio
 async def test_a_migration_returning_garbage_is_migration_failed_and_commits_nothing(
     host: FunctionHost, register: Register
 ) -> None:
-    register(v1=V1)
-    first = await turn(host, "t", "hello")
-    register("upgrade", v1=V1, v2="tests.versioned_workflow:GARBAGE_V2")
-    status, body = await post(host, "/api/threads/t/runs", {"messages": "again"})
-    assert (status, body["error"]["code"]) == (500, "migration_failed"), body
-    head = await (await host.request("GET", "/api/threads/t")).json()
-    assert head["checkpoint_id"] == first["checkpoint_id"]
+    await versions.failed_upgrade(host, register, "tests.versioned_workflow:GARBAGE_V2")
 
 
 async def test_a_migration_returning_a_new_checkpoint_keeps_the_thread_lineage(
@@ -122,11 +116,7 @@ async def test_a_migration_that_edits_its_input_then_raises_leaves_nothing_behin
 ) -> None:
     """The warm cache keeps bytes, not decoded checkpoints: the next turn (v1 again) sees
     the state as it was saved, not as the failed migration left it."""
-    register(v1=V1)
-    await turn(host, "t", "hello")
-    register("upgrade", v1=V1, v2="tests.versioned_workflow:SPOILING_V2")
-    status, body = await post(host, "/api/threads/t/runs", {"messages": "again"})
-    assert (status, body["error"]["code"]) == (500, "migration_failed"), body
+    await versions.failed_upgrade(host, register, "tests.versioned_workflow:SPOILING_V2")
     register(v1=V1, v2="tests.versioned_workflow:SPOILING_V2")
     assert reply(await turn(host, "t", "again")) == 'turn 2: you said "again". Earlier you said: "hello"'
 
