@@ -10,6 +10,8 @@ allowlist only).
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,3 +145,30 @@ class NoteKeeper(Executor):
 NOTES = WorkflowSpec(
     build=lambda: WorkflowBuilder(name="notes", start_executor=NoteKeeper()).build(), checkpoint_types=(Note,)
 )
+
+
+def returns_garbage(checkpoint: WorkflowCheckpoint) -> Any:
+    return "not a checkpoint"
+
+
+def spoils_then_raises(checkpoint: WorkflowCheckpoint) -> None:
+    executor_states(checkpoint).pop("memory", None)  # edits its input, then fails
+    raise RuntimeError("half done")
+
+
+GARBAGE_V2 = WorkflowSpec(
+    build=lambda: _graph(ResponderV2()), checkpoint_types=(ApprovalRequest,), migrate=returns_garbage
+)
+SPOILING_V2 = WorkflowSpec(
+    build=lambda: _graph(ResponderV2()), checkpoint_types=(ApprovalRequest,), migrate=spoils_then_raises
+)
+
+
+def rebuilds(checkpoint: WorkflowCheckpoint) -> WorkflowCheckpoint:
+    """Returns a new checkpoint (another ID) holding the migrated state."""
+    fresh = dataclasses.replace(checkpoint, checkpoint_id=uuid.uuid4().hex, metadata=dict(checkpoint.metadata))
+    to_v2(fresh)
+    return fresh
+
+
+REBUILDING_V2 = WorkflowSpec(build=lambda: _graph(ResponderV2()), checkpoint_types=(ApprovalRequest,), migrate=rebuilds)

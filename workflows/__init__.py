@@ -19,7 +19,7 @@ from agent_framework import Workflow, WorkflowCheckpoint
 
 FIRST_VERSION = "v1"
 POLICIES = ("pinned", "upgrade")
-_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +37,7 @@ class Versions:
     def __post_init__(self) -> None:
         if not self.specs:
             raise ValueError("Versions needs at least one version")
-        bad = [label for label in self.specs if not _LABEL.match(label)]
+        bad = [label for label in self.specs if not _LABEL.fullmatch(label)]
         if bad:
             raise ValueError(f"version labels must be short tokens ([A-Za-z0-9._-]): {bad}")
         if self.policy not in POLICIES:

@@ -35,7 +35,7 @@ def by_version(catalog: WorkflowCatalog, counts: dict[str, int]) -> dict[tuple[s
     """Counts keyed by (workflow, version), a head from before versions as the default's v1."""
     found: dict[tuple[str, str], int] = {}
     for key, count in counts.items():
-        workflow, _, version = key.partition("@")
+        workflow, _, version = key.rpartition("@")  # a label holds no "@"; a name might
         named = catalog.of_metadata({"workflow": workflow, "workflow_version": version})
         found[named] = found.get(named, 0) + count
     return found

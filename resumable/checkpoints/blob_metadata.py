@@ -9,15 +9,16 @@ operation (``core/catalog.py``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote, unquote
 
 from agent_framework import WorkflowCheckpoint
 
-from ..base.errors import CheckpointUnreadable
+from ..base.errors import CheckpointIncompatible, CheckpointUnreadable
 from ..storage import layout
+from .codec import CheckpointCodec
 from .info import VERSION_KEY, WORKFLOW_KEY, CheckpointInfo, checkpoint_status
 
 logger = logging.getLogger(__name__)
@@ -77,12 +78,24 @@ def of_blob(blob: Any) -> CheckpointInfo:
     return info_from(blob.name, dict(blob.metadata or {}), int(blob.size or 0), blob.creation_time)
 
 
-def same_workflow(described: Mapping[str, str], checkpoint: WorkflowCheckpoint) -> WorkflowCheckpoint:
-    """Refuse a body whose workflow or version is not the one its blob's metadata names (the
-    metadata chose its allowlist). A blob without them (written before versions) passes: the
-    turn then goes by what its body records."""
-    for key, value in described.items():
-        if checkpoint.metadata.get(key) != value:
-            logger.warning("Checkpoint %s refused: its metadata names another %s", checkpoint.checkpoint_id, key)
-            raise CheckpointUnreadable("The checkpoint's metadata does not match its content.")
+def same_workflow(
+    checkpoint: WorkflowCheckpoint,
+    decoded_by: CheckpointCodec,
+    codec_for: Callable[[Mapping[str, str]], CheckpointCodec],
+) -> WorkflowCheckpoint:
+    """Refuse a body that its own workflow version's codec did not decode. The blob's metadata
+    (not signed) chose ``decoded_by``; the body (signed, with the MAC on) names its workflow
+    and version, or neither when written before versions (the default workflow's ``v1``, as
+    a blob without them). The catalog keeps one codec per version: another object is another
+    version's allowlist, so edited metadata never reads a body under a wider one."""
+    named = {key: str(value) for key in (WORKFLOW_KEY, VERSION_KEY) if (value := checkpoint.metadata.get(key))}
+    try:
+        own = codec_for(named)
+    except CheckpointIncompatible:
+        own = None
+    if own is not decoded_by:
+        logger.warning(
+            "Checkpoint %s refused: its blob's metadata names another workflow version", checkpoint.checkpoint_id
+        )
+        raise CheckpointUnreadable("The checkpoint's metadata does not match its content.")
     return checkpoint

@@ -226,8 +226,8 @@ class BlobCheckpointStorage:
             ) from None
         if self.codec_for is None:
             return self.codec.decode(data, expected_id=checkpoint_id)
-        described = blob_metadata.workflow_of(metadata)
-        return blob_metadata.same_workflow(described, self.codec_for(described).decode(data, expected_id=checkpoint_id))
+        codec = self.codec_for(blob_metadata.workflow_of(metadata))
+        return blob_metadata.same_workflow(codec.decode(data, expected_id=checkpoint_id), codec, self.codec_for)
 
     async def get_info(self, checkpoint_id: str) -> CheckpointInfo:
         """Read a checkpoint's metadata without downloading or decoding its body."""

@@ -12,8 +12,9 @@ Design (issue 31)
 * **No extra storage operation.** The resume downloads the checkpoint anyway, and the
   blob's metadata arrives with its body. The store asks ``codec_for`` with that metadata
   which allowlist decodes the body (each workflow version has its own), then checks that
-  the body names the same workflow and version as the blob: a checkpoint of workflow A is
-  never decoded under B's allowlist nor restored into B.
+  the body's own workflow and version (none: the default's ``v1``) pick that same codec
+  (``blob_metadata.same_workflow``; blob metadata is not signed): a checkpoint of workflow A
+  is never decoded under B's allowlist nor restored into B.
 * **Which version runs a turn** (``choose``): a new run starts on the requested workflow
   (default: the catalog's default) at the requested version (default: the newest). A
   resume stays on its checkpoint's workflow (naming another is ``WorkflowMismatch``), on
@@ -47,7 +48,7 @@ from ..checkpoints.info import VERSION_KEY, WORKFLOW_KEY
 logger = logging.getLogger(__name__)
 
 FIRST_VERSION = "v1"
-_TOKEN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 # For migrations: each executor's saved state by executor ID, editable in place.
 executor_states = af_internals.executor_states
@@ -69,7 +70,7 @@ class WorkflowRef:
     @classmethod
     def parse(cls, text: str) -> WorkflowRef:
         name, _, version = text.partition("@")
-        if not _TOKEN.match(name) or (version and not _TOKEN.match(version)) or text.endswith("@"):
+        if not _TOKEN.fullmatch(name) or (version and not _TOKEN.fullmatch(version)) or text.endswith("@"):
             raise InvalidRequest(f"{text!r} names no workflow: expected a name or name@version.")
         return cls(name, version or None)
 
@@ -167,7 +168,8 @@ class WorkflowCatalog:
         if entry is None or label not in entry.labels:
             logger.warning("Checkpoint of workflow %r version %r: not registered here", name, label)
             raise CheckpointIncompatible(
-                f"The checkpoint was written by workflow {name!r} version {label!r}, which this app no longer hosts.",
+                f"The checkpoint was written by workflow {name!r} version {label!r}, which this app does not host "
+                "(retired, or not deployed to this instance yet).",
                 details={"workflow": name, "version": label},
             )
         return self.load(name, label).codec
@@ -212,12 +214,15 @@ def migrate(
     saved: the checkpoint is the resume's own decoded copy)."""
     if not path:
         return checkpoint
-    migrated = False
+    origin, migrated = checkpoint.checkpoint_id, False
     for step in path:
         if step.migrate is None:
             continue
         try:
-            checkpoint = step.migrate(checkpoint) or checkpoint
+            result = step.migrate(checkpoint)
+            if result is not None and not isinstance(result, WorkflowCheckpoint):
+                raise TypeError(f"a migration returns a WorkflowCheckpoint or None, not {type(result).__name__}")
+            checkpoint = result or checkpoint
         except Exception as exc:
             logger.exception("Migration of workflow %r to version %r failed", step.workflow, step.label)
             raise MigrationFailed(
@@ -230,4 +235,7 @@ def migrate(
         checkpoint.workflow_name = target.name
         checkpoint.graph_signature_hash = target.graph_signature_hash
     checkpoint.metadata = {**checkpoint.metadata, **path[-1].stamp}
+    # It is still the checkpoint the thread resumes from, whatever copy a migration returned:
+    # the turn's checkpoint follows it (lineage: forks, sweeps and the ledger walk it).
+    checkpoint.checkpoint_id = origin
     return checkpoint

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from azure.storage.blob.aio import ContainerClient
 
+from ..checkpoints.blob_metadata import workflow_of
 from ..checkpoints.info import VERSION_KEY, WORKFLOW_KEY
 from ..storage import layout
 from ..storage.record_store import RecordStore
@@ -29,7 +30,8 @@ STATE = "state"
 def version_key(metadata: Mapping[str, Any]) -> str:
     """``workflow@version`` as a head's blob metadata names it; ``@`` for one written before
     versions (the catalog reads it as its default workflow's first version)."""
-    return f"{metadata.get(WORKFLOW_KEY) or ''}@{metadata.get(VERSION_KEY) or ''}"
+    named = workflow_of(metadata)  # stored percent-encoded: a name may hold any character
+    return f"{named.get(WORKFLOW_KEY, '')}@{named.get(VERSION_KEY, '')}"
 
 
 @dataclass(frozen=True, slots=True)

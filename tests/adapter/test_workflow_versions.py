@@ -116,17 +116,24 @@ async def test_a_turn_with_only_a_newer_version_moves_an_idle_thread(host: Funct
     assert reply(await turn(host, "t", "again")) == '[v2] turn 2: you said "again". Earlier you said: "hello"'
 
 
+async def failed_upgrade(host: FunctionHost, register: Register, spec: str) -> dict[str, Any]:
+    """A v1 thread's upgrade to ``spec`` (whose migration fails): 500 ``migration_failed``,
+    the thread's head unchanged. Returns the error."""
+    register(v1=V1)
+    first = await turn(host, "t", "hello")
+    register("upgrade", v1=V1, v2=spec)
+    status, body = await post(host, "/api/threads/t/runs", {"messages": "again"})
+    assert (status, body["error"]["code"]) == (500, "migration_failed"), body
+    head = await (await host.request("GET", "/api/threads/t")).json()
+    assert head["checkpoint_id"] == first["checkpoint_id"]  # nothing committed
+    return dict(body["error"])
+
+
 async def test_a_failing_migration_is_500_and_leaves_the_thread_on_its_version(
     host: FunctionHost, register: Register
 ) -> None:
-    register(v1=V1)
-    first = await turn(host, "t", "hello")
-    register("upgrade", v1=V1, v2="tests.versioned_workflow:BROKEN_V2")
-    status, body = await post(host, "/api/threads/t/runs", {"messages": "again"})
-    assert (status, body["error"]["code"]) == (500, "migration_failed")
-    assert "this migration has a bug" not in body["error"]["message"]
-    head = await (await host.request("GET", "/api/threads/t")).json()
-    assert head["checkpoint_id"] == first["checkpoint_id"]  # nothing committed
+    error = await failed_upgrade(host, register, "tests.versioned_workflow:BROKEN_V2")
+    assert "this migration has a bug" not in error["message"]
     register(v1=V1, v2="tests.versioned_workflow:BROKEN_V2")  # pinned again: v1 serves it
     assert reply(await turn(host, "t", "again")).startswith("turn 2")
 
