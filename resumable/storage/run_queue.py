@@ -61,7 +61,9 @@ def queue_client(target: QueueTarget, name: str) -> QueueClient:
 
         options: dict[str, Any] = {
             # As for blobs: two quick retries, then the caller hears 503 and decides.
-            "retry_policy": LinearRetry(backoff=0.5, retry_total=2, random_jitter_range=0.2),
+            "retry_policy": type("Retry", (storage_client.ForgetsRetriedErrors, LinearRetry), {})(
+                backoff=0.5, retry_total=2, random_jitter_range=0.2
+            ),
             "connection_timeout": 10,
             "read_timeout": 10,
             "message_encode_policy": TextBase64EncodePolicy(),
