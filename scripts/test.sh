@@ -17,7 +17,8 @@ venv=${VENV:-.venv}
 site=$(mktemp -d)
 trap 'rm -rf "$site"' EXIT
 NO_MKDOCS_2_WARNING=1 "$venv/bin/mkdocs" build --strict --site-dir "$site"
-# pytest-xdist: one worker per core (each with an Azurite of its own), a test file to one
-# worker (--dist loadfile: a file's module-scoped server starts once). "not slow": the few
+# pytest-xdist: one worker per core (each with an Azurite of its own); an idle worker takes
+# tests from a busy one (worksteal). Not loadfile/loadscope/loadgroup: with them xdist 3.8
+# reports a Schemathesis operation that fails (a subtest) as passed. "not slow": the few
 # tests of tens of seconds (docs/tests.md); a -m of the caller's replaces it.
-"$venv/bin/python" -m pytest -n "${TEST_WORKERS:-auto}" --dist loadfile -m "not slow" "$@"
+"$venv/bin/python" -m pytest -n "${TEST_WORKERS:-auto}" --dist worksteal -m "not slow" "$@"
