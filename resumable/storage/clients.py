@@ -39,15 +39,35 @@ response_hook: Callable[[Any], None] | None = None
 transport_hook: Callable[[str], Any] | None = None
 
 
+class ForgetsRetriedErrors:
+    """Mixed into the SDK's retry policy: its history keeps each retried attempt's error,
+    and the error's traceback holds the retry loop's frame, which holds the history. That
+    cycle kept the whole calling stack (a run's workflow and checkpoint) alive until the
+    cycle collector ran. Nothing reads a history entry's error, so it is not kept."""
+
+    def increment(self, settings: dict[str, Any], *args: Any, **kwargs: Any) -> bool:
+        try:
+            return super().increment(settings, *args, **kwargs)  # type: ignore[misc]
+        finally:
+            for entry in settings["history"]:
+                entry.error = None
+
+
+def quick_retry(linear_retry: type) -> Any:
+    """Two retries half a second apart, forgetting each retried error: the SDK default backs
+    off 15 s, then 18 s, far past what an HTTP caller waits; after two, a 503 with
+    Retry-After lets the caller decide. ``linear_retry`` is the SDK's (blob or queue) policy."""
+    policy = type("QuickRetry", (ForgetsRetriedErrors, linear_retry), {})
+    return policy(backoff=0.5, retry_total=2, random_jitter_range=0.2)
+
+
 def _build_client(target: StorageTarget, timeout: float) -> BlobServiceClient:
     from azure.storage.blob.aio import BlobServiceClient, LinearRetry  # noqa: PLC0415 - on first use
 
     options: dict[str, Any] = {
         "connection_timeout": timeout,
         "read_timeout": timeout,
-        # The SDK default backs off 15 s, then 18 s: far past what an HTTP caller
-        # waits. Two retries half a second apart, then a 503 with Retry-After lets the caller decide.
-        "retry_policy": LinearRetry(backoff=0.5, retry_total=2, random_jitter_range=0.2),
+        "retry_policy": quick_retry(LinearRetry),
     }
     if request_hook is not None:
         options["raw_request_hook"] = request_hook

@@ -115,13 +115,18 @@ async def upload_new(container: ContainerClient, name: str, data: bytes, **kwarg
     """Create-only upload; creates a missing container once and retries.
 
     An existing blob raises ``ResourceExistsError`` (409): never an overwrite. Callers
-    decide what a collision means.
+    decide what a collision means. It goes on without the SDK's frames: azure-core raises
+    it from a frame that holds it (``map_error``), a cycle that kept the caller's whole
+    stack (a run's workflow and checkpoint) until the cycle collector ran.
     """
     blob = container.get_blob_client(name)
     for attempt in (1, 2):
         try:
             with storage_unavailable_on_failure("save"):
                 return await blob.upload_blob(data, overwrite=False, **kwargs)
+        except sdk.ResourceExistsError as exc:
+            exc.__traceback__ = None
+            raise
         except sdk.ResourceNotFoundError as exc:
             if attempt == 2 or error_code(exc) != "ContainerNotFound":
                 raise

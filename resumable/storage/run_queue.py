@@ -59,8 +59,7 @@ def queue_client(target: QueueTarget, name: str) -> QueueClient:
         from azure.storage.queue.aio import QueueClient  # noqa: PLC0415
 
         options: dict[str, Any] = {
-            # As for blobs: two quick retries, then the caller hears 503 and decides.
-            "retry_policy": LinearRetry(backoff=0.5, retry_total=2, random_jitter_range=0.2),
+            "retry_policy": storage_client.quick_retry(LinearRetry),  # as for blobs
             "connection_timeout": 10,
             "read_timeout": 10,
             "message_encode_policy": TextBase64EncodePolicy(),

@@ -132,13 +132,13 @@ async def test_a_failed_accept_does_not_block_its_thread(
         patch.setattr(RecordStore, "_write", run_record_write_fails)
         failed = await accept(recording, "/api/threads/busy/runs", {"messages": "lost"})
     assert failed.status == 503
-    started = time.monotonic()
     second = await accept(recording, "/api/threads/busy/runs", {"messages": "next"})
     assert second.status == 202
+    # One pass of the queue runs it: a turn held up by the failed accept would have been put
+    # back on the queue, invisible, and still be queued here.
     await QueueRunner(recording).run_until_idle()
     status = await status_of(recording, (await second.json())["run_id"])
     assert status["status"] == "succeeded", status
-    assert time.monotonic() - started < 20
     assert [text for executor, text in recording_workflow.CALLS if executor == "tail"] == ["next"]
 
 
@@ -205,10 +205,9 @@ async def test_an_entry_whose_run_has_no_record_never_holds_up_its_thread(
     await ThreadOrder(wiring.container_for(wiring.load_settings())).append("held", "0" * 32)
     accepted = await accept(recording, "/api/threads/held/runs", {"messages": "go"})
     run_id = (await accepted.json())["run_id"]
-    started = time.monotonic()
+    # One pass of the queue (which never waits for an invisible message) runs it.
     await QueueRunner(recording).run_until_idle()
     assert (await status_of(recording, run_id))["status"] == "succeeded"
-    assert time.monotonic() - started < 10
 
 
 # -- a keyed accept that failed: its retry runs the turn, never a 202 for a dead run ------

@@ -204,12 +204,12 @@ async def test_run_record_writes_whose_answers_are_lost_still_run_once_in_one_de
 ) -> None:
     run_id = (await _accept(recording, messages="lost answers"))["run_id"]
     message = await _take_message(queue_env, azurite)
-    started = time.monotonic()
     # The claim, the commit intent and the outcome all land, and their callers hear otherwise.
     with lose_answers(monkeypatch, "runs/", name=run_id, times=3, error=error) as hits:
         await _deliver(recording, message)
     assert len(hits.writes) == 3
-    assert time.monotonic() - started < 10  # no lease to wait out
+    # Done in this one delivery: a claim it took for another holder's would have left the
+    # run to a later delivery, once the lease lapsed.
     status = await _status(recording, run_id)
     assert status["status"] == "succeeded" and status["attempts"] == 1, status
     assert _head_calls() == [("head", "lost answers")]

@@ -135,11 +135,10 @@ async def test_a_github_issue_comment_becomes_a_background_turn_with_a_callback(
     monkeypatch.setenv("ADAPTER_ANSWER_URL", await receiver.start())
     try:
         body = _comment()
-        started = time.monotonic()
         first = await adapters.request("POST", "/api/adapters/github", body=body, headers=_github(body, "d-1"))
-        elapsed = time.monotonic() - started
-        # GitHub's 10 s are met by answering before the turn runs: it is only queued.
-        assert first.status == 202 and elapsed < 10
+        # GitHub's 10 s are met by answering before the turn runs: it is only queued (its
+        # run record, read below, says so).
+        assert first.status == 202
         accepted = await first.json()
         assert accepted["status"] == "queued" and accepted["thread_id"] == "github.octo-org.hello_2eworld.1347"
         # The run is the repository's: the API's caller (another origin) may not see it.
@@ -245,10 +244,9 @@ async def test_slack_events_answer_within_the_deadline_and_replies_go_to_the_thr
     )
     assert (await answer.json())["challenge"].startswith("3eZbrw1")
     body = json.dumps(MENTION).encode()
-    started = time.monotonic()
     response = await adapters.request("POST", "/api/adapters/slack/events", body=body, headers=_slack(body))
     # Slack's 3 s are met by answering before the turn runs: it is only queued.
-    assert response.status == 200 and time.monotonic() - started < 3
+    assert response.status == 200
     assert await _turns(SLACK_THREAD) == 0
     await QueueRunner(adapters).run_until_idle()
     assert await _turns(SLACK_THREAD) == 1

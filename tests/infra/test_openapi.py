@@ -5,6 +5,7 @@ as written at ``GET /api/openapi.json``. tests/e2e/test_openapi_fuzz.py holds th
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -74,3 +75,28 @@ async def test_it_is_served_at_api_openapi_json_anonymously(host: FunctionHost) 
     served = await response.json()
     assert served["info"]["version"] == __version__
     assert {k: v for k, v in served.items() if k != "info"} == {k: v for k, v in DOC.items() if k != "info"}
+
+
+def test_the_documented_idempotency_key_is_the_key_the_app_accepts() -> None:
+    """The fuzzer sends keys that break the documented pattern and expects a 4xx: a key the
+    app takes (a space is printable ASCII) must match it, and one it refuses must not. HTTP
+    drops a header value's leading and trailing spaces, so the pattern has none there."""
+    from resumable.base.errors import InvalidRequest
+    from resumable.core.idempotency_record import validate_key
+
+    patterns = {
+        parameter["schema"]["pattern"]
+        for item in DOC["paths"].values()
+        for operation in item.values()
+        if isinstance(operation, dict)
+        for parameter in operation.get("parameters", [])
+        if parameter.get("name") == "Idempotency-Key"
+    }
+    assert len(patterns) == 1, patterns
+    pattern = re.compile(patterns.pop())
+    for key in ["k", "a b", "~!", "", "é", "tab\there", "x" * 255, "x" * 256, "x" * 254 + " y"]:
+        try:
+            accepted = validate_key(key) == key
+        except InvalidRequest:
+            accepted = False
+        assert bool(pattern.search(key)) == accepted, key

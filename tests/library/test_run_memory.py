@@ -21,6 +21,9 @@ from typing import Any
 
 import pytest
 from agent_framework import Message, Workflow, WorkflowCheckpoint
+from azure.core.exceptions import ServiceResponseError
+from azure.core.pipeline.transport import AioHttpTransport
+from azure.storage.blob.aio import LinearRetry
 
 from functions_adapter import wiring
 from functions_adapter.settings import Settings
@@ -33,6 +36,7 @@ from resumable.core.resume import TurnInput
 from resumable.core.run_owner import RunOwner
 from resumable.core.runs import RunRequest, RunService
 from resumable.core.thread_turns import ThreadRunner
+from resumable.storage import clients as storage_client
 from resumable.threads.pointers import ThreadLocks, ThreadPointers
 
 MB = 1024 * 1024
@@ -182,6 +186,45 @@ async def test_a_refused_call_leaves_nothing_behind(storage_env: str, no_cycle_c
     assert "workflow" in {label for label, _ in watched.refs}
     assert watched.alive() == []
     assert await live_checkpoints() == checkpoints
+
+
+class _AnswerLostOnce(AioHttpTransport):
+    """The real transport, but the answer to the next ``method`` request is lost (a read
+    timeout): the request landed, and the SDK's retry policy sends it again."""
+
+    def __init__(self, lose: list[str]) -> None:
+        super().__init__()
+        self._lose = lose
+
+    async def send(self, request: Any, **kwargs: Any) -> Any:
+        response = await super().send(request, **kwargs)
+        if request.method in self._lose:
+            self._lose.remove(request.method)
+            raise ServiceResponseError("the answer was lost")
+        return response
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT"])
+async def test_a_turn_whose_storage_request_was_retried_leaves_nothing_behind(
+    storage_env: str, no_cycle_collector: None, monkeypatch: pytest.MonkeyPatch, method: str
+) -> None:
+    """The SDK keeps each retried attempt's error, whose traceback holds the retry loop
+    (and so the run's frames): a busy machine or network retries now and then, and each
+    such turn's workflow must still go with the call."""
+    lose: list[str] = []
+    monkeypatch.setattr(storage_client, "transport_hook", lambda service: _AnswerLostOnce(lose))
+    monkeypatch.setattr(LinearRetry, "get_backoff_time", lambda self, settings: 0.0)  # a wait, not a behaviour
+    await storage_client.close_all()
+    watched = Watched()
+    svc = service(watched, 0)  # cache off: each turn reads its checkpoint (GET) and saves one (PUT)
+    base = await start(svc, "thread")
+    watched.refs.clear()
+    for _ in range(3):
+        lose.append(method)
+        await call(svc, "thread", base)
+        assert lose == [], "no request of that kind was sent"
+    assert "workflow" in {label for label, _ in watched.refs}
+    assert watched.alive() == []
 
 
 # On Python 3.11 a workflow failing mid-run in a collected (JSON) call still leaves its
