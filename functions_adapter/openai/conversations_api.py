@@ -106,7 +106,7 @@ async def _body(request: Request, settings: Settings, allowed: frozenset[str]) -
     body = await read_body(request, settings.max_request_bytes)
     verify_signature(request, body, settings)
     require_json(request.headers.get("content-type"))
-    data = json_object(body) if body.strip() else {}
+    data = json_object(body) if body else {}  # only no body at all is no fields: "\n" is not JSON
     for name in data:
         if name not in allowed:
             raise with_param(InvalidRequest(f"Unsupported parameter '{name}'."), name)

@@ -146,7 +146,7 @@ async def test_refused_requests_are_openai_errors(client: AsyncOpenAI, host: Fun
         await client.conversations.create(metadata={"k": 5})  # type: ignore[dict-item]
     with pytest.raises(openai.BadRequestError):
         await client.conversations.create(extra_body={"name": "x"})
-    for body in (b"[1]", b"{", b'{"metadata": {}, "metadata": {}}', b'{"items": {}}', b'{"items": "x"}'):
+    for body in (b"[1]", b"{", b'{"metadata": {}, "metadata": {}}', b'{"items": {}}', b'{"items": "x"}', b"\n", b" "):
         response = await host.request(
             "POST", "/api/conversations", body=body, headers={"content-type": "application/json"}
         )
