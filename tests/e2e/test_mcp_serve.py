@@ -56,7 +56,7 @@ async def test_the_client_connects_and_lists_the_tools(served: Serving, mode: st
     assert sorted(tools) == ["get_run", "get_thread", "run_turn", "start_turn"]
     run_turn = tools["run_turn"]
     assert run_turn.input_schema["required"] == ["thread_id"]
-    assert set(run_turn.input_schema["properties"]) == {"thread_id", "message", "responses"}
+    assert set(run_turn.input_schema["properties"]) == {"thread_id", "message", "responses", "workflow"}
     assert run_turn.input_schema["properties"]["responses"]["type"] == "object"
     assert run_turn.output_schema is not None and "checkpoint_id" in run_turn.output_schema["required"]
 

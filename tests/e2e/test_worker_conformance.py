@@ -38,6 +38,7 @@ from functions_adapter import maintenance, queue_triggers
 from functions_adapter import wiring as composition
 from functions_adapter.settings import Settings
 from resumable.background import executor as run_executor
+from resumable.background.messages import RunMessage
 from tests import recording_workflow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -417,7 +418,7 @@ async def test_the_queue_trigger_runs_a_background_run_once_however_often_it_is_
 
     async with _queue(azurite, queue_env) as client:
         message = await _receive(client)
-        assert message.content == run_id and message.dequeue_count == 1
+        assert RunMessage.parse(message.content).run_id == run_id and message.dequeue_count == 1
         bindings, metadata = _host_binding(message, "run_in_background")
         reply = await worker.invoke(worker.function_id("run_in_background"), bindings, trigger_metadata=metadata)
         assert reply.result.status == SUCCESS, reply.result.exception.message
@@ -427,7 +428,7 @@ async def test_the_queue_trigger_runs_a_background_run_once_however_often_it_is_
         (got,) = delivered
         assert (got.id, got.get_body(), got.dequeue_count, got.pop_receipt) == (
             message.id,
-            run_id.encode(),
+            message.content.encode(),
             1,
             message.pop_receipt,
         )
@@ -451,7 +452,7 @@ async def test_the_queue_trigger_runs_a_background_run_once_however_often_it_is_
         # delivers the same message again, and the host sends DequeueCount "2".
         await client.update_message(message, visibility_timeout=0)
         again = await _receive(client)
-        assert (again.id, again.content, again.dequeue_count) == (message.id, run_id, 2)
+        assert (again.id, again.content, again.dequeue_count) == (message.id, message.content, 2)
         bindings, metadata = _host_binding(again, "run_in_background")
         assert metadata["DequeueCount"].json == "2"
         reply = await worker.invoke(worker.function_id("run_in_background"), bindings, trigger_metadata=metadata)
@@ -478,11 +479,11 @@ async def test_the_poison_trigger_fails_a_run_that_never_ran_and_a_delivery_that
         await poison.send_message(message.content)
         await client.delete_message(message)
         moved = await _receive(poison)
-    assert moved.content == run_id and moved.dequeue_count == 1
+    assert RunMessage.parse(moved.content).run_id == run_id and moved.dequeue_count == 1
     bindings, metadata = _host_binding(moved, "fail_poisoned_run")
     reply = await worker.invoke(worker.function_id("fail_poisoned_run"), bindings, trigger_metadata=metadata)
     assert reply.result.status == SUCCESS, reply.result.exception.message
-    assert [(m.id, m.get_body()) for m in delivered] == [(moved.id, run_id.encode())]
+    assert [(m.id, m.get_body()) for m in delivered] == [(moved.id, moved.content.encode())]
     status, run = await _json(worker, "GET", f"/api/runs/{run_id}")
     assert status == 200 and run["status"] == "failed", run
     assert run["error"]["code"] == "delivery_attempts_exhausted"
