@@ -5,10 +5,11 @@ the framework's own JSON encoding. Blob metadata carries what lookups need (work
 name, timestamp, lineage, status), so listing by workflow reads blob listings, not
 blob bodies.
 
-Decoding a large checkpoint (and encoding one) is CPU work proportional to its size, so
-above ``OFF_LOOP_BYTES`` it runs on a worker thread, and a worker runs a bounded number of
-transfers at once (``checkpoint_gate.py``): the event loop keeps serving other requests
-(and ``/api/health``) meanwhile. Below it, the hop would cost more than the work.
+Encoding a checkpoint and decoding a large one are CPU work proportional to its size, so
+they run on a worker thread (a decode below ``OFF_LOOP_BYTES`` stays inline: the hop would
+cost more than the work; an encode's size is unknown until it is done), and a worker runs a
+bounded number of transfers at once (``gate.py``): the event loop keeps serving other
+requests (and ``/api/health``) meanwhile.
 With ``CHECKPOINT_MAC_KEYS`` set, each blob carries an HMAC in its metadata, checked
 before the body is parsed (``checkpoint_mac.py``).
 """
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote, unquote
@@ -40,7 +40,7 @@ from ..storage.failures import (
 )
 from .cache import CachedBlob, CheckpointCache
 from .codec import CheckpointCodec
-from .gate import cpu, transfer_slot
+from .gate import cpu, off_loop, transfer_slot
 from .info import CheckpointInfo, checkpoint_status
 from .mac import CheckpointMac, MacMismatch
 
@@ -48,7 +48,6 @@ logger = logging.getLogger(__name__)
 
 BLOB_PREFIX = layout.CHECKPOINTS
 _CONTENT_TYPE = "application/json"
-_LOADED_SIZES_KEPT = 1024
 
 
 class BlobCheckpointNotFound(CheckpointNotFound, WorkflowCheckpointException):
@@ -119,10 +118,6 @@ class BlobCheckpointStorage:
         # it may answer); None: every load downloads.
         self.cache = cache
         self._scope = container.url
-        # Sizes of the checkpoints this store loaded: a resumed checkpoint's size predicts
-        # its successor's, so a large one is encoded off the event loop too. Only the most
-        # recent are kept: one entry per load would grow without bound on a warm instance.
-        self._loaded_sizes: OrderedDict[str, int] = OrderedDict()
 
     # -- writes -------------------------------------------------------------------
 
@@ -143,10 +138,9 @@ class BlobCheckpointStorage:
                 "thread.id": thread_id,
             },
         ) as span:
-            expected = self._loaded_sizes.get(checkpoint.previous_checkpoint_id or "", 0)
             async with transfer_slot():
                 watch = tracing.Stopwatch()
-                data, tag = await cpu(expected, self._encode_and_sign, checkpoint)
+                data, tag = await off_loop(self._encode_and_sign, checkpoint)
                 span.set_attribute("checkpoint.encode_ms", watch.ms)
                 span.set_attribute("checkpoint.size_bytes", len(data))
                 metadata = {**_metadata_for(checkpoint, thread_id, replaced_head), **tag}
@@ -228,9 +222,6 @@ class BlobCheckpointStorage:
 
     async def _decode(self, span: Any, checkpoint_id: str, data: bytes, metadata: dict[str, str]) -> WorkflowCheckpoint:
         span.set_attribute("checkpoint.size_bytes", len(data))
-        self._loaded_sizes[checkpoint_id] = len(data)
-        if len(self._loaded_sizes) > _LOADED_SIZES_KEPT:
-            self._loaded_sizes.popitem(last=False)
         watch = tracing.Stopwatch()
         checkpoint = await cpu(len(data), self._verify_and_decode, data, metadata, checkpoint_id)
         span.set_attribute("checkpoint.decode_ms", watch.ms)
