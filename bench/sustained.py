@@ -96,7 +96,7 @@ async def _burst(fire: Callable[[], Awaitable[Any]], concurrency: int, sampler: 
 
 
 async def _child(
-    state_bytes: int, concurrency: int, bursts: int, supersteps: int, stalls: bool = False
+    state_bytes: int, concurrency: int, bursts: int, supersteps: int, *, stalls: bool = False, shape: str = "text"
 ) -> dict[str, Any]:
     import workflows
     from bench import synthetic
@@ -104,7 +104,7 @@ async def _child(
     from resumable.storage import clients as storage_client
 
     workflows.REGISTRY["bench-chain"] = "bench.synthetic:SPEC"
-    synthetic.configure(supersteps, state_bytes)
+    synthetic.configure(supersteps, state_bytes, shape)
     import function_app
 
     host = FunctionHost(function_app.app)
@@ -227,6 +227,7 @@ def main() -> None:
     parser.add_argument("--bursts", type=int, default=25)
     parser.add_argument("--supersteps", type=int, default=5)
     parser.add_argument("--stalls", action="store_true", help="sample the loop's stack when it stalls over 20 ms")
+    parser.add_argument("--shape", choices=("text", "conversation"), default="text", help="the state's shape")
     args = parser.parse_args()
     os.environ.setdefault("WORKFLOW", "bench-chain")
     os.environ.setdefault("MAX_CHECKPOINT_BYTES", str(64 * 1024 * 1024))
@@ -238,7 +239,15 @@ def main() -> None:
         azurite = start_azurite()
         os.environ["CHECKPOINT_STORAGE"] = azurite.connection_string
     try:
-        print(json.dumps(asyncio.run(_child(args.bytes, args.concurrency, args.bursts, args.supersteps, args.stalls))))
+        print(
+            json.dumps(
+                asyncio.run(
+                    _child(
+                        args.bytes, args.concurrency, args.bursts, args.supersteps, stalls=args.stalls, shape=args.shape
+                    )
+                )
+            )
+        )
     finally:
         if azurite is not None:
             azurite.stop()
