@@ -113,34 +113,33 @@ def unlink_handlers(workflow: Workflow) -> None:
             unlink_handlers(inner)
 
 
-def copy_executor_states_once(workflow: Workflow) -> None:
-    """Make each checkpoint copy the executors' state once, not once per executor and twice.
+def share_executor_states(workflow: Workflow) -> None:
+    """Let this workflow's checkpoints hold its executors' state by reference, not by copies.
 
     Before each checkpoint the runner stores every executor's ``on_checkpoint_save`` dict
     through ``State.get``/``State.set`` on one key, and both deep-copy the whole map of
-    every executor's state: with E executors, 2E + 1 deep copies per checkpoint counting
-    ``export_state``'s, and a run checkpoints after every superstep. For a 1 MB state of
-    2,200 small dicts (a conversation) a copy takes about 3 ms, so a 5-executor resume spent
-    about 200 ms copying on the event loop, 40 ms at a stretch (``bench/results.md``).
+    every executor's state; ``export_state`` deep-copies it once more into the checkpoint:
+    with E executors, 2E + 1 deep copies per checkpoint, and a run checkpoints after every
+    superstep. For a 1 MB state of 2,200 small dicts (a conversation) a copy takes about
+    3 ms: a 5-executor resume spent about 190 ms copying on the event loop, and 50 such
+    runs at once held it for seconds (``bench/results.md``).
 
-    Here that key alone is copied shallowly on the way in and out: the map is rebuilt per
-    call, and the per-executor dicts are whatever the hooks return. ``export_state``
-    still deep-copies the whole state into each checkpoint, so a checkpoint stays a snapshot
-    that later executor work cannot change; between checkpoints nothing reads the key but the
-    runner, which re-saves every executor before the next one. Other keys (the executors'
-    own shared state) keep the framework's copies.
+    Here that key is copied shallowly (the map is rebuilt, the per-executor dicts are what
+    the hooks returned), and so is the export. So a checkpoint refers to the executors'
+    live state and sees what they do after it, until the run ends. That is sound only
+    where nothing but the run's final checkpoint is read, and only after the run ended (it
+    is encoded then, which is its snapshot): ``resume.RunCheckpoints``, the per-call storage
+    the atomic resume hands the run. Other keys (the executors' shared state) keep the
+    framework's copies; the restore still deep-copies the checkpoint it restores, which the
+    run never changes. Sub-workflows keep the framework's behaviour.
     """
     state = workflow._runner._state
     if type(state) is State:  # this workflow's State only, never the class; no closure, no cycle
-        state.__class__ = _ExecutorStatesCopiedOnce
-    for executor in workflow.executors.values():
-        inner = getattr(executor, "workflow", None)  # a sub-workflow runs its own State
-        if isinstance(inner, Workflow):
-            copy_executor_states_once(inner)
+        state.__class__ = _SharedExecutorStates
 
 
-class _ExecutorStatesCopiedOnce(State):
-    """The framework's ``State``, with the executor-state key copied shallowly (see above)."""
+class _SharedExecutorStates(State):
+    """The framework's ``State``, with the executor-state key shared, not copied (see above)."""
 
     def get(self, key: str, default: Any = None) -> Any:
         if key == EXECUTOR_STATE_KEY and self.has(key):
@@ -154,6 +153,14 @@ class _ExecutorStatesCopiedOnce(State):
             self._pending[key] = dict(value)
         else:
             super().set(key, value)
+
+    def export_state(self) -> dict[str, Any]:
+        # Other keys' committed values are the private copies ``set`` made, never handed out
+        # (``get`` returns copies) and replaced, not changed, by later commits: shared as is.
+        return {
+            key: dict(value) if key == EXECUTOR_STATE_KEY and isinstance(value, dict) else value
+            for key, value in self._committed.items()
+        }
 
 
 def _weak_method(method: Any) -> Callable[..., Any]:

@@ -134,8 +134,9 @@ class RunService:
         # Without this, the executors (and the state hydrated into them) outlive the call
         # until the cycle collector runs (``af_internals.unlink_handlers`` says why).
         af_internals.unlink_handlers(workflow)
-        # Else each checkpoint deep-copies every executor's state 2E + 1 times, on the loop.
-        af_internals.copy_executor_states_once(workflow)
+        # Else each checkpoint deep-copies every executor's state 2E + 1 times, on the loop;
+        # only the final checkpoint is read, once the run ended (``RunCheckpoints``).
+        af_internals.share_executor_states(workflow)
         await asyncio.sleep(0)
         turn = request.turn if request.resent is None else unseen_input(request.turn, request.resent, checkpoint)
         return await prepare_run(workflow, checkpoint, turn, stream=request.stream)
