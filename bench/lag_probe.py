@@ -7,7 +7,10 @@ loop was late: a watchdog thread that, while the ticker's last wake-up is older 
 threshold, samples the loop thread's stack (``sys._current_frames``) and reads each
 thread's CPU clock, so a stall splits into CPU the loop itself spent (and where), CPU
 other threads of the process spent (the codec thread holding the GIL), collector time,
-and time nobody here ran (the process waiting for a core).
+and time nobody here ran (the process waiting for a core). The stacks are a biased sample:
+the watchdog needs the GIL to take one, so it lands more often where the loop thread let go
+of it (a syscall such as ``os.urandom``, a socket send); the CPU split is exact. For where
+the loop's CPU goes, a sampling profiler from outside (py-spy) is the unbiased view.
 """
 
 from __future__ import annotations
