@@ -139,7 +139,7 @@ async def test_the_state_dies_with_its_workflow_without_the_cycle_collector() ->
         gc.enable()
 
 
-def test_messages_are_unchanged_by_the_override() -> None:
+def test_other_state_keys_keep_the_frameworks_copies() -> None:
     """Only the executor-state key is copied shallowly: other keys keep deep copies."""
     workflow = build(True)
     state = workflow._runner._state
