@@ -13,7 +13,7 @@ import logging
 import statistics
 import time
 
-from bench import loop_lag
+from bench import lag_probe, loop_lag
 from bench.harness import KB, Bench, Report, ms, summary, timed
 
 
@@ -32,7 +32,7 @@ async def concurrency(bench: Bench, report: Report) -> None:
     p50, p99 = summary(list(latencies))
 
     slow = _SlowCallbacks()
-    pauses = loop_lag.GcPauses()
+    pauses = lag_probe.GcPauses()
     loop = asyncio.get_running_loop()
     loop.set_debug(True)
     loop.slow_callback_duration = 0.05

@@ -5,8 +5,9 @@ measurement's own and not the benchmark's history:
 
     python -m bench.loop_lag --bytes 1048576 --concurrency 50
 
-A ticker task sleeps 5 ms at a time and records how late each wake-up is: the worst gap
-is how long ``/api/health`` (or any other request on the worker) would have waited.
+A ticker task (``lag_probe.Ticker``, shared with ``sustained.py``) sleeps 5 ms at a time
+and records how late each wake-up is: the worst gap is how long ``/api/health`` (or any
+other request on the worker) would have waited.
 Uses ``CHECKPOINT_STORAGE`` (the benchmark's Azurite) when set, else starts an Azurite.
 """
 
@@ -14,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import gc
 import json
 import os
 import statistics
@@ -25,63 +24,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.lag_probe import TICK_S, GcPauses, Ticker, status_mib
+
 ROOT = Path(__file__).resolve().parent.parent
-TICK_S = 0.005
-
-
-class Ticker:
-    """Sleeps ``TICK_S`` in a loop; the worst lateness of a wake-up is the loop lag."""
-
-    def __init__(self) -> None:
-        self.worst_ms = 0.0
-        self.ticks = 0
-        self._task: asyncio.Task[None] | None = None
-
-    async def _run(self) -> None:
-        while True:
-            started = time.perf_counter()
-            await asyncio.sleep(TICK_S)
-            late = (time.perf_counter() - started - TICK_S) * 1000
-            self.worst_ms = max(self.worst_ms, late)
-            self.ticks += 1
-
-    def start(self) -> None:
-        self._task = asyncio.ensure_future(self._run())
-
-    async def stop(self) -> None:
-        assert self._task is not None
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-
-
-class GcPauses:
-    """The longest garbage-collector pause while attached (``gc.callbacks``): a pause holds
-    the GIL, so it shows up as loop lag that no callback accounts for."""
-
-    def __init__(self) -> None:
-        self.longest_ms = 0.0
-        self._started = 0.0
-        gc.callbacks.append(self._callback)
-
-    def _callback(self, phase: str, info: dict[str, Any]) -> None:
-        if phase == "start":
-            self._started = time.perf_counter()
-        else:
-            self.longest_ms = max(self.longest_ms, (time.perf_counter() - self._started) * 1000)
-
-    def detach(self) -> None:
-        gc.callbacks.remove(self._callback)
-
-
-def _status_mib(field: str) -> float:
-    """``VmRSS`` (now) or ``VmHWM`` (peak) of this process. Not ``ru_maxrss``: Linux keeps
-    that across ``execve``, so a child would report its parent's peak if it was higher."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(f"{field}:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 async def _child(state_bytes: int, concurrency: int, supersteps: int) -> dict[str, Any]:
@@ -106,7 +51,7 @@ async def _child(state_bytes: int, concurrency: int, supersteps: int) -> dict[st
     try:
         base = (await post({"messages": "start"}))["checkpoint_id"]
         await post({"checkpoint_id": base, "messages": "warm"})
-        before = _status_mib("VmRSS")
+        before = status_mib("VmRSS")
 
         async def one() -> float:
             started = time.perf_counter()
@@ -136,7 +81,7 @@ async def _child(state_bytes: int, concurrency: int, supersteps: int) -> dict[st
         "longest_gc_ms": pauses.longest_ms,
         "ticks": ticker.ticks,
         "rss_before_mib": before,
-        "peak_rss_mib": _status_mib("VmHWM"),
+        "peak_rss_mib": status_mib("VmHWM"),
     }
 
 

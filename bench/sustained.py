@@ -4,13 +4,15 @@ One burst says little about memory: a run's state freed only by the cycle collec
 up between collections, and the cache fills over many bursts (issue 30 saw peak RSS climb
 204 → 829 MiB over 25 bursts). So this runs ``bursts`` bursts of ``concurrency`` resumes
 of one checkpoint in one fresh process, and records each burst's peak RSS and worst loop
-lag (a 5 ms ticker, as in ``loop_lag.py``):
+lag (``lag_probe.Ticker``, the 5 ms ticker ``loop_lag.py`` uses too):
 
     python -m bench.sustained --bytes 1048576 --concurrency 50 --bursts 25
 
 The peak is per burst: the kernel's high-water mark (``VmHWM``) is reset before each
 burst through ``/proc/self/clear_refs``; where that is refused, the ticker samples
-``VmRSS`` instead. Uses ``CHECKPOINT_STORAGE`` when set, else starts an Azurite.
+``VmRSS`` instead. Uses ``CHECKPOINT_STORAGE`` when set, else starts an Azurite. With
+``--stalls``, a watchdog thread samples the loop's stack whenever the ticker is over 20 ms
+late, and the output says where those stalls went (``lag_probe.StallSampler``).
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from bench.harness import KB, Bench, Report
-from bench.loop_lag import TICK_S, GcPauses, Ticker, _status_mib
+from bench.lag_probe import TICK_S, GcPauses, StallSampler, Ticker, status_mib, summarize
 from resumable.checkpoints.cache import DEFAULT_CACHE_BYTES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,75 +45,94 @@ def _reset_peak() -> bool:
         return False
 
 
-class RssSampler(Ticker):
-    """The ticker, also sampling RSS at each wake-up (when the peak cannot be reset)."""
+class RssPeak:
+    """The highest ``VmRSS`` seen at the ticker's wake-ups (when the peak cannot be reset)."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self.peak_mib = 0.0
+        self.mib = 0.0
 
-    async def _run(self) -> None:
-        while True:
-            started = time.perf_counter()
-            await asyncio.sleep(TICK_S)
-            self.worst_ms = max(self.worst_ms, (time.perf_counter() - started - TICK_S) * 1000)
-            self.peak_mib = max(self.peak_mib, _status_mib("VmRSS"))
-            self.ticks += 1
+    def sample(self) -> None:
+        self.mib = max(self.mib, status_mib("VmRSS"))
 
 
-async def _child(state_bytes: int, concurrency: int, bursts: int, supersteps: int) -> dict[str, Any]:
+async def _burst(fire: Callable[[], Awaitable[Any]], concurrency: int, sampler: StallSampler | None) -> dict[str, Any]:
+    """One burst of ``concurrency`` calls of ``fire``: its peak RSS, worst lag, CPU share."""
+    resettable = _reset_peak()
+    pauses = GcPauses()
+    rss = RssPeak()
+
+    def on_tick() -> None:
+        # Reading /proc/self/status costs the loop up to milliseconds while codec threads
+        # map and unmap megabytes: only where the kernel's peak cannot be reset.
+        if not resettable:
+            rss.sample()
+        if sampler is not None:
+            sampler.beat()
+
+    ticker = Ticker(on_tick)
+    ticker.start()
+    if sampler is not None:
+        sampler.start()
+    await asyncio.sleep(TICK_S * 2)
+    started, cpu = time.perf_counter(), time.process_time()
+    await asyncio.gather(*(fire() for _ in range(concurrency)))
+    wall = time.perf_counter() - started
+    cpu = time.process_time() - cpu
+    await ticker.stop()
+    pauses.detach()
+    if sampler is not None:
+        sampler.stop()
+    peak = status_mib("VmHWM") if resettable else rss.mib
+    return {
+        "peak_rss_mib": round(peak, 1),
+        "rss_after_mib": round(status_mib("VmRSS"), 1),
+        "worst_lag_ms": round(ticker.worst_ms, 1),
+        "longest_gc_ms": round(pauses.longest_ms, 1),
+        "resumes_per_s": round(concurrency / wall, 1),
+        # CPU time over wall time: far below 1 on a busy machine, where lag is
+        # mostly time the process waited for a core.
+        "cpu_share": round(cpu / wall, 2),
+    }
+
+
+async def _child(
+    state_bytes: int, concurrency: int, bursts: int, supersteps: int, *, stalls: bool = False, shape: str = "text"
+) -> dict[str, Any]:
     import workflows
     from bench import synthetic
     from devtools.function_host import FunctionHost
     from resumable.storage import clients as storage_client
 
     workflows.REGISTRY["bench-chain"] = "bench.synthetic:SPEC"
-    synthetic.configure(supersteps, state_bytes)
+    synthetic.configure(supersteps, state_bytes, shape)
     import function_app
 
     host = FunctionHost(function_app.app)
 
-    async def post(body: dict[str, Any]) -> None:
+    async def post(body: dict[str, Any]) -> dict[str, Any]:
         response = await host.request("POST", "/api/runs", json_body=body)
+        data = await response.json()
         if response.status != 200:
-            raise RuntimeError(f"HTTP {response.status}: {await response.json()}")
-        await response.json()
+            raise RuntimeError(f"HTTP {response.status}: {data}")
+        return data
 
     rows: list[dict[str, Any]] = []
+    stalled: list[dict[str, Any]] = []
     try:
-        response = await host.request("POST", "/api/runs", json_body={"messages": "start"})
-        base = (await response.json())["checkpoint_id"]
+        base = (await post({"messages": "start"}))["checkpoint_id"]
         await post({"checkpoint_id": base, "messages": "warm"})
-        baseline = _status_mib("VmRSS")
+        baseline = status_mib("VmRSS")
         for _ in range(bursts):
-            resettable = _reset_peak()
-            pauses = GcPauses()
-            ticker = RssSampler()
-            ticker.start()
-            await asyncio.sleep(TICK_S * 2)
-            started, cpu = time.perf_counter(), time.process_time()
-            await asyncio.gather(*(post({"checkpoint_id": base, "messages": "burst"}) for _ in range(concurrency)))
-            wall = time.perf_counter() - started
-            cpu = time.process_time() - cpu
-            await ticker.stop()
-            pauses.detach()
-            peak = _status_mib("VmHWM") if resettable else ticker.peak_mib
-            rows.append(
-                {
-                    "peak_rss_mib": round(peak, 1),
-                    "rss_after_mib": round(_status_mib("VmRSS"), 1),
-                    "worst_lag_ms": round(ticker.worst_ms, 1),
-                    "longest_gc_ms": round(pauses.longest_ms, 1),
-                    "resumes_per_s": round(concurrency / wall, 1),
-                    # CPU time over wall time: far below 1 on a busy machine, where lag is
-                    # mostly time the process waited for a core.
-                    "cpu_share": round(cpu / wall, 2),
-                }
-            )
+            sampler = StallSampler() if stalls else None
+            rows.append(await _burst(lambda: post({"checkpoint_id": base, "messages": "burst"}), concurrency, sampler))
+            stalled.extend(sampler.stalls if sampler is not None else ())
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     finally:
         await storage_client.close_all()
-    return {"baseline_mib": round(baseline, 1), "bursts": rows}
+    result: dict[str, Any] = {"baseline_mib": round(baseline, 1), "bursts": rows}
+    if stalls:
+        result["stalls"] = {f"over_{ms}_ms": summarize(stalled, over_ms=ms) for ms in (20, 50)}
+    return result
 
 
 def measure(
@@ -204,6 +226,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--bursts", type=int, default=25)
     parser.add_argument("--supersteps", type=int, default=5)
+    parser.add_argument("--stalls", action="store_true", help="sample the loop's stack when it stalls over 20 ms")
+    parser.add_argument("--shape", choices=("text", "conversation"), default="text", help="the state's shape")
     args = parser.parse_args()
     os.environ.setdefault("WORKFLOW", "bench-chain")
     os.environ.setdefault("MAX_CHECKPOINT_BYTES", str(64 * 1024 * 1024))
@@ -215,7 +239,15 @@ def main() -> None:
         azurite = start_azurite()
         os.environ["CHECKPOINT_STORAGE"] = azurite.connection_string
     try:
-        print(json.dumps(asyncio.run(_child(args.bytes, args.concurrency, args.bursts, args.supersteps))))
+        print(
+            json.dumps(
+                asyncio.run(
+                    _child(
+                        args.bytes, args.concurrency, args.bursts, args.supersteps, stalls=args.stalls, shape=args.shape
+                    )
+                )
+            )
+        )
     finally:
         if azurite is not None:
             azurite.stop()

@@ -1,12 +1,15 @@
 """A chain of N executors with a state payload of S bytes: the benchmark's workflow.
 
-Configure with ``configure(supersteps, state_bytes)`` before building. The first
-executor keeps ``state_bytes`` of JSON-native text in its checkpointed state, so the
-checkpoint size is set without pickles; each executor runs in its own superstep.
+Configure with ``configure(supersteps, state_bytes, shape)`` before building. The first
+executor keeps ``state_bytes`` of JSON-native state in its checkpoint, so the checkpoint
+size is set without pickles; each executor runs in its own superstep. The ``text`` shape is
+one string (cheap to copy: Python shares it); ``conversation`` is a list of small message
+dicts, what a chat's state looks like, which every deep copy walks item by item.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,20 +24,38 @@ NAME = "bench-chain"
 class Config:
     supersteps: int = 5
     state_bytes: int = 20_000
+    shape: str = "text"
 
 
 CONFIG = Config()
 
 
-def configure(supersteps: int, state_bytes: int) -> None:
+SHAPES = ("text", "conversation")
+_ITEM_TEXT = 400  # a conversation item: about 440 bytes of JSON
+
+
+def configure(supersteps: int, state_bytes: int, shape: str = "text") -> None:
+    if shape not in SHAPES:
+        raise ValueError(f"shape is one of {SHAPES}")
     CONFIG.supersteps = supersteps
     CONFIG.state_bytes = state_bytes
+    CONFIG.shape = shape
+
+
+@functools.cache
+def _payload(state_bytes: int, shape: str) -> str | list[dict[str, str]]:
+    """One shared payload: a resume replaces it with the restored state anyway, and a fresh
+    megabyte per build would be the benchmark's own allocation, not the app's."""
+    if shape == "text":
+        return "x" * state_bytes
+    item = "y" * _ITEM_TEXT
+    return [{"role": "user", "id": f"m{i}", "text": item} for i in range(max(1, state_bytes // (_ITEM_TEXT + 40)))]
 
 
 class Head(Executor):
     def __init__(self, state_bytes: int) -> None:
         super().__init__(id="step-0")
-        self.payload = "x" * state_bytes
+        self.payload = _payload(state_bytes, CONFIG.shape)
         self.turns = 0
 
     @handler

@@ -5,10 +5,11 @@ the framework's own JSON encoding. Blob metadata carries what lookups need (work
 name, timestamp, lineage, status), so listing by workflow reads blob listings, not
 blob bodies.
 
-Decoding a large checkpoint (and encoding one) is CPU work proportional to its size, so
-above ``OFF_LOOP_BYTES`` it runs on a worker thread, and a worker runs a bounded number of
-transfers at once (``checkpoint_gate.py``): the event loop keeps serving other requests
-(and ``/api/health``) meanwhile. Below it, the hop would cost more than the work.
+Encoding a checkpoint and decoding a large one are CPU work proportional to its size, so
+they run on a worker thread (a decode below ``OFF_LOOP_BYTES`` stays inline: the hop would
+cost more than the work; an encode's size is unknown until it is done), and a worker runs a
+bounded number of transfers at once (``gate.py``): the event loop keeps serving other
+requests (and ``/api/health``) meanwhile.
 With ``CHECKPOINT_MAC_KEYS`` set, each blob carries an HMAC in its metadata, checked
 before the body is parsed (``checkpoint_mac.py``).
 """
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +38,7 @@ from ..storage.failures import (
 from . import blob_metadata
 from .cache import CachedBlob, CheckpointCache
 from .codec import CheckpointCodec
-from .gate import cpu, transfer_slot
+from .gate import cpu, off_loop, transfer_slot
 from .info import CheckpointInfo
 from .mac import CheckpointMac, MacMismatch
 
@@ -49,7 +49,6 @@ logger = logging.getLogger(__name__)
 
 BLOB_PREFIX = layout.CHECKPOINTS
 _CONTENT_TYPE = "application/json"
-_LOADED_SIZES_KEPT = 1024
 
 
 class BlobCheckpointNotFound(CheckpointNotFound, WorkflowCheckpointException):
@@ -87,10 +86,6 @@ class BlobCheckpointStorage:
         # Which codec (allowlist) reads and writes a blob, from its metadata (each workflow
         # version has its own: ``core/catalog.py``); None: ``codec`` for every blob.
         self.codec_for: Callable[[Mapping[str, str]], CheckpointCodec] | None = None
-        # Sizes of the checkpoints this store loaded: a resumed checkpoint's size predicts
-        # its successor's, so a large one is encoded off the event loop too. Only the most
-        # recent are kept: one entry per load would grow without bound on a warm instance.
-        self._loaded_sizes: OrderedDict[str, int] = OrderedDict()
 
     # -- writes -------------------------------------------------------------------
 
@@ -111,11 +106,10 @@ class BlobCheckpointStorage:
                 "thread.id": thread_id,
             },
         ) as span:
-            expected = self._loaded_sizes.get(checkpoint.previous_checkpoint_id or "", 0)
             async with transfer_slot():
                 watch = tracing.Stopwatch()
                 described = blob_metadata.metadata_for(checkpoint, thread_id, replaced_head)
-                data, tag = await cpu(expected, self._encode_and_sign, checkpoint, self._codec(described))
+                data, tag = await off_loop(self._encode_and_sign, checkpoint, self._codec(described))
                 span.set_attribute("checkpoint.encode_ms", watch.ms)
                 span.set_attribute("checkpoint.size_bytes", len(data))
                 metadata = {**described, **tag}
@@ -200,9 +194,6 @@ class BlobCheckpointStorage:
 
     async def _decode(self, span: Any, checkpoint_id: str, data: bytes, metadata: dict[str, str]) -> WorkflowCheckpoint:
         span.set_attribute("checkpoint.size_bytes", len(data))
-        self._loaded_sizes[checkpoint_id] = len(data)
-        if len(self._loaded_sizes) > _LOADED_SIZES_KEPT:
-            self._loaded_sizes.popitem(last=False)
         watch = tracing.Stopwatch()
         checkpoint = await cpu(len(data), self._verify_and_decode, data, metadata, checkpoint_id)
         span.set_attribute("checkpoint.decode_ms", watch.ms)

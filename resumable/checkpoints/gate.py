@@ -9,10 +9,13 @@ many codec threads mostly take turns with the loop, and each holds a checkpoint'
 and its decoded copy at once (``bench/loop_lag.py`` measures both).
 
 So a worker lets ``MAX_IN_FLIGHT`` transfers (a download with its decode, or an encode
-with its upload) run at a time, and runs codec work above ``OFF_LOOP_BYTES`` on one
-dedicated thread. A request waiting for its turn holds no checkpoint bytes yet. The run
-itself (the workflow's executors) is not gated: a model-backed workflow waits on its
-model for seconds and must hold no one up. Nor is a transfer that waited
+with its upload) run at a time, and runs codec work on one dedicated thread: every
+encode (its size is known only once it is done), and decodes above ``OFF_LOOP_BYTES``.
+The thread still takes turns with the loop for the GIL (``sys.getswitchinterval``, 5 ms),
+and JSON's C code does not let go of it: a 1 MB ``json.dumps`` holds the loop about 1 ms.
+A request waiting for its turn holds no checkpoint bytes yet. The run itself (the
+workflow's executors) is not gated: a model-backed workflow waits on its model for
+seconds and must hold no one up. Nor is a transfer that waited
 ``MAX_WAIT_SECONDS`` (a hung storage call elsewhere): the gate smooths bursts, it never
 stalls a request.
 """
@@ -26,8 +29,8 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-# Above this many bytes, encode and decode run on the codec thread. The hop costs about
-# 0.1 ms; decoding 64 KiB costs several times that, and a 4 MiB checkpoint tens of ms.
+# Above this many bytes, decode runs on the codec thread. The hop costs about 0.1 ms;
+# decoding 64 KiB costs several times that, and a 4 MiB checkpoint tens of ms.
 OFF_LOOP_BYTES = 64 * 1024
 # Transfers in flight per worker. 50 concurrent 1 MB resumes on Azurite: worst loop lag
 # about 190 ms ungated, 30-45 ms at 4 to 8, with the same throughput (bench/results.md).
@@ -67,4 +70,10 @@ async def cpu(size: int, work: Callable[..., _T], *args: Any) -> _T:
     """Run ``work`` inline when ``size`` is small, on the codec thread when it is large."""
     if size < OFF_LOOP_BYTES:
         return work(*args)
+    return await off_loop(work, *args)
+
+
+async def off_loop(work: Callable[..., _T], *args: Any) -> _T:
+    """Run ``work`` on the codec thread: for work whose size is known only once it is done
+    (encoding a checkpoint), where guessing small would hold the loop for a large one."""
     return await asyncio.get_running_loop().run_in_executor(_codec, work, *args)

@@ -122,10 +122,11 @@ class RunCheckpoints:
 
     The framework's ``InMemoryCheckpointStorage`` deep-copies each checkpoint on save and
     again on load, on the event loop: for a 1 MB conversation of messages that is tens of
-    ms per superstep. The checkpoints the framework saves are already its own copies
-    (``State.export_state`` deep-copies the state; message and request maps are fresh),
-    and nothing here changes them but ``final_checkpoint``'s re-parenting, so keeping
-    them as they are is safe. Only the framework and ``PreparedRun`` ever see them.
+    ms per superstep. Nothing here changes a saved checkpoint but ``final_checkpoint``'s
+    re-parenting, and only the framework and ``PreparedRun`` ever see them. A run's
+    checkpoints hold its executors' state by reference (``af_internals.share_executor_states``:
+    no copies per superstep), so an intermediate one is not a snapshot: nothing reads one,
+    and the final one is read only once the run ended, when nothing changes its state.
     """
 
     def __init__(self) -> None:

@@ -147,6 +147,10 @@ class RunService:
         # Without this, the executors (and the state hydrated into them) outlive the call
         # until the cycle collector runs (``af_internals.unlink_handlers`` says why).
         af_internals.unlink_handlers(workflow)
+        # Else each checkpoint deep-copies every executor's state 2E + 1 times, on the loop;
+        # only the final checkpoint is read, once the run ended (``RunCheckpoints``), and the
+        # checkpoint loaded above is this call's own, handed over to the restore.
+        af_internals.share_executor_states(workflow)
         await asyncio.sleep(0)
         if checkpoint is not None and path:
             _, current = self.catalog.of_metadata(checkpoint.metadata)

@@ -15,6 +15,8 @@ from agent_framework import Message
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from devtools.function_host import FunctionHost
+from functions_adapter import wiring
+from functions_adapter.settings import Settings
 from resumable.checkpoints import gate as checkpoint_gate
 from resumable.checkpoints.af_internals import encode_checkpoint_value
 from resumable.checkpoints.gate import MAX_IN_FLIGHT, OFF_LOOP_BYTES
@@ -54,6 +56,40 @@ async def test_health_answers_while_a_large_checkpoint_decodes(
     during = [t for t in answered if started <= t <= ended]
     print(f"decode of {len(blob) / 1e6:.1f} MB took {decode_ns / 1e6:.0f} ms; /api/health answered {len(during)} times")
     assert during, "the event loop was blocked for the whole decode"
+
+
+async def test_health_answers_while_a_large_new_checkpoint_encodes(
+    host: FunctionHost, storage_env: str, spans: InMemorySpanExporter
+) -> None:
+    """A checkpoint's size is known only once it is encoded: a large one that follows no
+    large checkpoint (a first run's, or one that grew in a single turn) encodes off the loop too."""
+    genuine = await first_turn(host)
+    store = wiring.build_service(Settings.from_env()).store
+    checkpoint = await store.load(genuine["checkpoint_id"])
+    # A conversation that grew to thousands of messages in one turn, from a small checkpoint.
+    checkpoint.state["history"] = [
+        Message(role="user", contents=[f"message {i} " + "lorem ipsum " * 8]) for i in range(2500)
+    ]
+    checkpoint.checkpoint_id, checkpoint.previous_checkpoint_id = uuid.uuid4().hex, genuine["checkpoint_id"]
+
+    spans.clear()
+    save = asyncio.ensure_future(store.save(checkpoint))
+    answered: list[int] = []
+    while not save.done():
+        health = await host.request("GET", "/api/health")
+        assert health.status == 200
+        answered.append(time.time_ns())
+        await asyncio.sleep(0.001)
+    await save
+
+    [saved] = [s for s in spans.get_finished_spans() if s.name == "checkpoint.save"]
+    assert saved.attributes["checkpoint.size_bytes"] > 20 * OFF_LOOP_BYTES
+    encode_ns = int(float(saved.attributes["checkpoint.encode_ms"]) * 1e6)
+    # The save takes its transfer slot at once (nothing else runs), then encodes.
+    started, ended = saved.start_time, saved.start_time + encode_ns
+    during = [t for t in answered if started <= t <= ended]
+    print(f"encode took {encode_ns / 1e6:.0f} ms; /api/health answered {len(during)} times")
+    assert during, "the event loop was blocked for the whole encode"
 
 
 async def test_a_worker_runs_a_bounded_number_of_checkpoint_transfers_at_once(

@@ -28,7 +28,6 @@ from azure.storage.blob.aio import LinearRetry
 from functions_adapter import wiring
 from functions_adapter.settings import Settings
 from resumable.base.errors import InvalidRequest, WorkflowFailed
-from resumable.checkpoints import blob_store
 from resumable.checkpoints.blob_store import BlobCheckpointStorage
 from resumable.checkpoints.cache import CheckpointCache, HeadCache
 from resumable.checkpoints.gate import OFF_LOOP_BYTES, cpu
@@ -265,16 +264,3 @@ async def test_a_failed_or_abandoned_run_leaves_nothing_behind(
     assert "workflow" in {label for label, _ in watched.refs}
     assert watched.alive() == []
     assert await live_checkpoints() == checkpoints
-
-
-async def test_a_warm_store_remembers_the_sizes_of_recent_loads_only(
-    storage_env: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The store notes each loaded checkpoint's size (to encode its successor off the loop
-    when large): one entry per load, kept for good, grew without bound."""
-    monkeypatch.setattr(blob_store, "_LOADED_SIZES_KEPT", 4)
-    svc = service(Watched(), 0)
-    ids = [await start(svc, "json") for _ in range(6)]
-    for checkpoint_id in ids:
-        await svc.store.load(checkpoint_id)
-    assert list(svc.store._loaded_sizes) == ids[-4:]
