@@ -26,6 +26,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,7 +36,8 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.queue.aio import QueueClient
 
 from bench.scale_out_cluster import cluster
-from bench.scale_out_driver import Outcome, ThreadPlan, drive, plan
+from bench.scale_out_driver import Outcome, drive
+from bench.scale_out_plan import ThreadPlan, plan
 from bench.scale_out_verify import Verdict, verify
 from devtools.azurite import start_azurite
 from resumable.storage import clients as storage_client
@@ -87,6 +90,21 @@ async def _queue_empty(connection: str, queue: str = "runs") -> bool:
     return False
 
 
+@contextmanager
+def _reading(connection: str, container: str) -> Iterator[None]:
+    """The app's storage settings, pointed at the drill's container while the verdict reads it."""
+    saved = {name: os.environ.get(name) for name in ("CHECKPOINT_STORAGE", "CHECKPOINT_CONTAINER")}
+    os.environ.update(CHECKPOINT_STORAGE=connection, CHECKPOINT_CONTAINER=container)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 async def _judge(plans: list[ThreadPlan], outcome: Outcome) -> Verdict:
     deleted = set(outcome.deleted) | {p.thread for p in plans if p.delete_after is not None}
     expected = {p.thread: p.expected for p in plans if p.thread not in deleted}
@@ -124,9 +142,8 @@ def run_drill(connection: str, container: str, work: Path, drill: Drill) -> Resu
             outcome.problems.append(f"the run queue did not empty within {QUIET_SECONDS} s of the last turn")
         phase("queue empty")
     counts, faults = running.operations()
-    os.environ["CHECKPOINT_STORAGE"] = connection
-    os.environ["CHECKPOINT_CONTAINER"] = container
-    verdict = asyncio.run(_judge(plans, outcome))
+    with _reading(connection, container):
+        verdict = asyncio.run(_judge(plans, outcome))
     phase(f"verified ({verdict.threads} threads, {verdict.blobs} blobs read)")
     return Result(drill, outcome, verdict, dict(counts), dict(faults))
 

@@ -26,51 +26,11 @@ from typing import Any
 
 import aiohttp
 
+from bench.scale_out_plan import ThreadPlan, text
+
 ASYNC = {"Prefer": "respond-async"}
 TERMINAL = {"succeeded", "failed", "cancelled"}
 TRIES = 12
-
-
-def text(thread: str, turn: int) -> str:
-    return f"{thread} turn {turn}"
-
-
-@dataclass(frozen=True)
-class Turn:
-    keyed: bool
-    background: bool
-    retry: str  # for a keyed turn: "again" (resent after the answer) or "concurrent" (two at once)
-
-
-@dataclass(frozen=True)
-class ThreadPlan:
-    thread: str
-    turns: tuple[Turn, ...]
-    delete_after: int | None  # the turn after which the thread is deleted (None: it stays)
-
-    @property
-    def expected(self) -> list[str]:
-        return [text(self.thread, i) for i in range(len(self.turns))]
-
-
-def plan(
-    threads: int, turns: int, *, keyed: float, background: float, deletes: int, seed: int, tag: str
-) -> list[ThreadPlan]:
-    """Which turns are keyed or in the background, and which threads are deleted, seeded."""
-    rng = random.Random(seed)  # a workload mix, not a secret
-    doomed = set(rng.sample(range(threads), min(deletes, threads)))
-    plans = []
-    for n in range(threads):
-        kinds = [
-            Turn(rng.random() < keyed, rng.random() < background, rng.choice(("again", "concurrent")))
-            for _ in range(turns)
-        ]
-        at = None
-        if n in doomed:  # deleted right after a background turn, while it may still run
-            at = rng.randrange(max(turns - 1, 1))
-            kinds[at] = Turn(kinds[at].keyed, True, kinds[at].retry)
-        plans.append(ThreadPlan(f"so-{tag}-{n:05d}", tuple(kinds), at))
-    return plans
 
 
 @dataclass
@@ -101,13 +61,13 @@ class Driver:
     async def call(
         self, method: str, path: str, *, body: Any = None, headers: dict[str, str] | None = None, base: str = ""
     ) -> tuple[int, bytes, Any]:
-        """One request; a connection failure reads as a 503 (nothing known to have landed)."""
+        """One request; a connection failure is status 0 (whether it landed is not known)."""
         try:
             async with self.session.request(method, (base or self.base()) + path, json=body, headers=headers) as r:
                 raw = await r.read()
         except (aiohttp.ClientError, TimeoutError) as error:
             self.outcome.statuses[f"conn {type(error).__name__}"] += 1
-            return 503, b"", None
+            return 0, b"", None
         data = _json(raw)
         code = (data.get("error") or {}).get("code", "") if isinstance(data, dict) else ""
         self.outcome.statuses[f"{r.status} {code}".strip()] += 1
@@ -123,14 +83,30 @@ class Driver:
             return None
         return any(c.get("checkpoint_id") == checkpoint_id for c in data.get("checkpoints", []))
 
-    async def plain_turn(self, thread: str, message: str) -> bool:
-        """An unkeyed synchronous turn, resent only when the answer says it did not apply."""
+    async def turns(self, thread: str) -> int | None:
+        """The thread's turn count, as its pointer says (None if that cannot be read now)."""
+        status, _, data = await self.call("GET", f"/threads/{thread}")
+        return int(data["turns"]) if status == 200 else 0 if status == 404 else None
+
+    async def plain_turn(self, thread: str, message: str, index: int) -> bool:
+        """An unkeyed synchronous turn (the thread's ``index``-th), resent only when it did not
+        apply: as the answer says, or, with no answer, as the thread's turn count says."""
         body = {"messages": message, "multitask": "enqueue"}
         for attempt in range(TRIES):
             status, _, data = await self.call("POST", f"/threads/{thread}/runs", body=body)
             code = _code(data)
             if status == 200:
                 return True
+            if status == 0:  # the connection failed: it may have applied
+                count = None
+                for look in range(TRIES):
+                    if (count := await self.turns(thread)) is not None:
+                        break
+                    await self.pause(look)
+                if count is not None and count > index:
+                    return True
+                await self.pause(attempt)
+                continue
             if status == 500 and code == "outcome_unknown":
                 seen = None
                 for look in range(TRIES):
@@ -161,7 +137,7 @@ class Driver:
                 if status == want:
                     return raw
                 code = _code(data)
-                if not (status in (500, 503) or (status == 409 and code in ("request_in_progress", "thread_busy"))):
+                if not (status in (0, 500, 503) or (status == 409 and code in ("request_in_progress", "thread_busy"))):
                     self.outcome.problems.append(f"{thread}: keyed {message!r} answered {status} {code}")
                     return None
                 base = self.base()
@@ -189,7 +165,7 @@ class Driver:
             if status == 202:
                 return str(data["run_id"])
             code = _code(data)
-            if not (status == 503 or (status == 409 and code == "thread_busy")):
+            if not (status == 503 or (status == 409 and code == "thread_busy")):  # 0: may have landed
                 self.outcome.problems.append(f"{thread}: background {message!r} answered {status} {code}")
                 return None
             await self.pause(attempt)
@@ -220,7 +196,7 @@ class Driver:
             if status == 204 or (status == 404 and attempt > 0):
                 self.outcome.deleted.append(thread)
                 return
-            if status not in (202, 409, 500, 503):
+            if status not in (0, 202, 409, 500, 503):
                 break
             await self.pause(min(attempt, 3))
         self.outcome.problems.append(f"{thread}: DELETE did not finish (last {status} {_code(data)})")
@@ -244,7 +220,7 @@ class Driver:
                 if turn.keyed:
                     done = await self.keyed(plan.thread, message, background=False, retry=turn.retry) is not None
                 else:
-                    done = await self.plain_turn(plan.thread, message)
+                    done = await self.plain_turn(plan.thread, message, i)
                 if done:
                     self.outcome.applied += 1
                     self.outcome.sync_ms.append((time.monotonic() - started) * 1000)
@@ -259,7 +235,9 @@ async def drive(bases: list[str], plans: list[ThreadPlan], *, concurrency: int, 
     outcome = Outcome()
     gate = asyncio.Semaphore(concurrency)
     timeout = aiohttp.ClientTimeout(total=180)
-    connector = aiohttp.TCPConnector(limit=0)
+    # Idle connections are dropped before uvicorn's 5 s keep-alive ends, so no request is
+    # sent on a connection the server is closing (it would fail with no answer).
+    connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=2)
     async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
         driver = Driver(session, bases, outcome, seed)
 
@@ -284,4 +262,4 @@ def _code(data: Any) -> str:
     return str((data.get("error") or {}).get("code", "")) if isinstance(data, dict) else ""
 
 
-__all__ = ["Outcome", "ThreadPlan", "Turn", "drive", "plan", "text"]
+__all__ = ["Outcome", "drive"]
