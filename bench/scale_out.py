@@ -204,22 +204,24 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     drill = Drill(**{k: getattr(args, k) for k in asdict(defaults)})
     work = args.work or Path(tempfile.mkdtemp(prefix="scale-out-"))
-    azurite = start_azurite()
     results: list[Result] = []
-    try:
-        runs = [drill]
-        if not args.no_baseline and drill.instances > 1:
-            runs.append(Drill(**{**asdict(drill), "instances": 1, "fault_rate": drill.fault_rate / drill.instances}))
-        for n, each in enumerate(runs):
-            stamp = datetime.now(UTC).strftime("%H%M%S")
-            print(f"{stamp} drill {n + 1}/{len(runs)}: {each}", flush=True)
+    runs = [drill]
+    if not args.no_baseline and drill.instances > 1:
+        runs.append(Drill(**{**asdict(drill), "instances": 1, "fault_rate": drill.fault_rate / drill.instances}))
+    for n, each in enumerate(runs):
+        stamp = datetime.now(UTC).strftime("%H%M%S")
+        print(f"{stamp} drill {n + 1}/{len(runs)}: {each}", flush=True)
+        # A fresh account per drill: Azurite's in-memory store runs a blob garbage collection
+        # every 10 minutes that, over ~10,000 blobs, stops it answering for minutes.
+        azurite = start_azurite()
+        try:
             result = run_drill(azurite.connection_string, f"scale{n}{stamp}", work / f"run{n}", each)
-            results.append(result)
-            print(report([result]), flush=True)
-            for line in result.violations[:200]:
-                print(f"VIOLATION {line}", flush=True)
-    finally:
-        azurite.stop()
+        finally:
+            azurite.stop()
+        results.append(result)
+        print(report([result]), flush=True)
+        for line in result.violations[:200]:
+            print(f"VIOLATION {line}", flush=True)
     print(f"\nMachine: {os.cpu_count()} cores; logs and counts in {work}\n")
     print(report(results))
     (work / "results.json").write_text(
