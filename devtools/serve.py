@@ -10,8 +10,9 @@ Core Tools' ``POST /admin/functions/{name}``. Settings come from local.settings.
 ``Values`` (copied from local.settings.sample.json if missing); a variable already set
 wins. Unless ``--no-azurite``, an in-memory Azurite is started on free ports and every
 setting that says ``UseDevelopmentStorage=true`` (or a storage setting left unset)
-points at it. SIGINT, SIGTERM or SIGHUP (the terminal closed) stops the server, the
-runners and Azurite.
+points at it. ``devtools.storage_switches`` reads its environment switches (injected storage
+faults, a count of storage operations) before the app builds a client. SIGINT, SIGTERM or
+SIGHUP (the terminal closed) stops the server, the runners and Azurite.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from devtools import storage_switches
 from devtools.azurite import Azurite, start_azurite
 from devtools.function_host import FunctionHost
 from devtools.local_server import asgi_app, served
@@ -92,6 +94,7 @@ def _describe(host: FunctionHost, base: str, timers: TimerRunner) -> list[str]:
 
 
 async def _serve(sock: socket.socket, stop: asyncio.Event) -> None:
+    switches = storage_switches.from_env()  # before any storage client is built
     import function_app  # noqa: PLC0415 - imported only once the settings are in place, as the worker does
     from resumable.storage import clients as storage_client  # noqa: PLC0415 - the app's clients, closed on exit
     from resumable.storage import run_queue  # noqa: PLC0415 - the app's clients, closed on exit
@@ -120,6 +123,8 @@ async def _serve(sock: socket.socket, stop: asyncio.Event) -> None:
         await app.state.invocations.stop()
         await storage_client.close_all()
         await run_queue.close_all()
+        if switches is not None:
+            switches.dump()
 
 
 async def _main(sock: socket.socket) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,12 +28,10 @@ from azure.core.exceptions import ResourceNotFoundError
 from devtools.function_host import FunctionHost
 from devtools.instances import Instance
 from devtools.queue_runner import QueueRunner
-from functions_adapter import wiring
+from devtools.storage_audit import blob_names, container, lineage, read_json, stuck_records
 from resumable.storage import layout
 
 ASYNC = {"Prefer": "respond-async"}
-TERMINAL_RUNS = {"succeeded", "failed", "cancelled"}
-HELD_CLAIMS = {"in_progress", "committing"}
 
 
 @dataclass
@@ -160,80 +157,7 @@ async def drain(runner: QueueRunner, rounds: int = 3) -> None:
             break
 
 
-# -- reading storage ------------------------------------------------------------------------
-
-
-def _container() -> Any:
-    return wiring.container_for(wiring.load_settings())
-
-
-async def blob_names(prefix: str) -> list[str]:
-    try:
-        return [b.name async for b in _container().list_blobs(name_starts_with=prefix)]
-    except ResourceNotFoundError:
-        return []
-
-
-async def read_json(name: str) -> Any:
-    try:
-        return json.loads(await (await _container().get_blob_client(name).download_blob()).readall())
-    except ResourceNotFoundError:
-        return None
-
-
-def _user_texts(data: Any) -> list[str] | None:
-    """The default workflow's memory: every user text of the lineage, in order."""
-    if isinstance(data, dict):
-        if "user_texts" in data and isinstance(data["user_texts"], list):
-            return [str(t) for t in data["user_texts"]]
-        values = data.values()
-    elif isinstance(data, list):
-        values = data
-    else:
-        return None
-    for value in values:
-        found = _user_texts(value)
-        if found is not None:
-            return found
-    return None
-
-
-async def lineage(thread: str) -> tuple[list[str], list[str]]:
-    """The thread's checkpoints (head first) and the head's user texts, from storage."""
-    pointer = await read_json(layout.record_blob(layout.THREADS, thread))
-    head = None if pointer is None else pointer.get("checkpoint_id")
-    if head is None:
-        return [], []
-    texts = _user_texts(await read_json(layout.record_blob(layout.CHECKPOINTS, head))) or []
-    chain: list[str] = []
-    cursor: str | None = head
-    while cursor:
-        chain.append(cursor)
-        blob = _container().get_blob_client(layout.record_blob(layout.CHECKPOINTS, cursor))
-        try:
-            cursor = (await blob.get_blob_properties()).metadata.get("previous_checkpoint_id")
-        except ResourceNotFoundError:
-            break
-    return chain, texts
-
-
-async def stuck_records() -> list[str]:
-    """Every record left non-final once requests and queue are done."""
-    stuck: list[str] = []
-    for name in await blob_names(layout.RUNS):
-        record = await read_json(name) if name.endswith(".json") else None
-        if record is not None and record.get("status") not in TERMINAL_RUNS:
-            stuck.append(f"{name}: run {record.get('status')}")
-    for name in await blob_names(layout.RUN_ORDER):
-        if (record := await read_json(name)) is not None and record.get("pending"):
-            stuck.append(f"{name}: pending {[entry[0] for entry in record['pending']]}")
-    for name in await blob_names(layout.IDEMPOTENCY):
-        if (record := await read_json(name)) is not None and record.get("state") in HELD_CLAIMS:
-            stuck.append(f"{name}: claim {record['state']}")
-    for name in await blob_names(layout.CALLBACKS):
-        if (record := await read_json(name)) is not None and record.get("outcome") == "pending":
-            stuck.append(f"{name}: callback pending")
-    return stuck
+# -- reading storage: devtools.storage_audit (shared with bench/scale_out_verify.py) ----------
 
 
 async def leftovers(client: Client) -> list[str]:
@@ -248,9 +172,8 @@ async def leftovers(client: Client) -> list[str]:
         left += await blob_names(layout.record_blob(layout.RUNS, run_id))
         left += await blob_names(layout.run_events_prefix(run_id))
         left += await blob_names(layout.record_blob(layout.CALLBACKS, run_id))
-    container = _container()
     with contextlib.suppress(ResourceNotFoundError):
-        async for blob in container.list_blobs(name_starts_with=layout.CHECKPOINTS, include=["metadata"]):
+        async for blob in container().list_blobs(name_starts_with=layout.CHECKPOINTS, include=["metadata"]):
             if (blob.metadata or {}).get("thread_id") == thread:
                 left.append(blob.name)
     return left
@@ -279,4 +202,15 @@ async def audit(client: Client) -> list[str]:
     return broken
 
 
-__all__ = ["ASYNC", "Client", "Told", "audit", "blob_names", "drain", "leftovers", "lineage", "stuck_records"]
+__all__ = [
+    "ASYNC",
+    "Client",
+    "Told",
+    "audit",
+    "blob_names",
+    "drain",
+    "leftovers",
+    "lineage",
+    "read_json",
+    "stuck_records",
+]
