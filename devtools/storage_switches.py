@@ -33,6 +33,7 @@ from urllib.parse import unquote, urlsplit
 from azure.core.exceptions import ServiceRequestError, ServiceResponseError
 from azure.core.pipeline.transport import AioHttpTransport, AsyncHttpTransport
 
+from devtools.relay_transport import RelayTransport
 from resumable.storage import clients as storage_client
 
 FAULTS_ENV = "DEVTOOLS_STORAGE_FAULTS"
@@ -62,7 +63,7 @@ class Switches:
         self.faults: Counter[str] = Counter()  # "outage" / "lost" → injected
 
     def transport(self, service: str) -> AsyncHttpTransport:
-        return _Transport(self, service, AioHttpTransport())
+        return RelayTransport(self.send, service, AioHttpTransport())
 
     async def send(self, service: str, inner: AsyncHttpTransport, request: Any, **kwargs: Any) -> Any:
         where = prefix_of(service, request.url)
@@ -82,29 +83,6 @@ class Switches:
             return
         data = {"counts": dict(sorted(self.counts.items())), "faults": dict(self.faults), "pid": os.getpid()}
         self.ops_path.write_text(json.dumps(data, indent=1))
-
-
-class _Transport(AsyncHttpTransport):
-    def __init__(self, switches: Switches, service: str, inner: AsyncHttpTransport) -> None:
-        self._switches = switches
-        self._service = service
-        self._inner = inner
-
-    async def __aenter__(self) -> _Transport:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *args: Any) -> None:
-        await self._inner.__aexit__(*args)
-
-    async def open(self) -> None:
-        await self._inner.open()
-
-    async def close(self) -> None:
-        await self._inner.close()
-
-    async def send(self, request: Any, **kwargs: Any) -> Any:
-        return await self._switches.send(self._service, self._inner, request, **kwargs)
 
 
 def from_env(environ: dict[str, str] | None = None) -> Switches | None:

@@ -37,6 +37,7 @@ from azure.core.pipeline.transport import AioHttpTransport, AsyncHttpTransport
 from azure.storage.blob.aio import LinearRetry as BlobLinearRetry
 from azure.storage.queue._shared.policies_async import LinearRetry as QueueLinearRetry
 
+from devtools.relay_transport import RelayTransport
 from resumable.storage import clients as storage_client
 from resumable.storage.write_sites import SITES, Kind, WriteSite, site_for
 
@@ -140,7 +141,7 @@ class WriteFaults:
         self.armed = None
 
     def transport(self, service: str) -> AsyncHttpTransport:
-        return _FaultTransport(self, service, AioHttpTransport())
+        return RelayTransport(self._send, service, AioHttpTransport())
 
     async def _send(self, service: str, inner: AsyncHttpTransport, request: Any, **kwargs: Any) -> Any:
         write = classify(service, request.method, request.url, request.headers)
@@ -178,29 +179,6 @@ class WriteFaults:
             await armed.rival()
         finally:
             self._quiet -= 1
-
-
-class _FaultTransport(AsyncHttpTransport):
-    def __init__(self, faults: WriteFaults, service: str, inner: AsyncHttpTransport) -> None:
-        self._faults = faults
-        self._service = service
-        self._inner = inner
-
-    async def __aenter__(self) -> _FaultTransport:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *args: Any) -> None:
-        await self._inner.__aexit__(*args)
-
-    async def open(self) -> None:
-        await self._inner.open()
-
-    async def close(self) -> None:
-        await self._inner.close()
-
-    async def send(self, request: Any, **kwargs: Any) -> Any:
-        return await self._faults._send(self._service, self._inner, request, **kwargs)
 
 
 @contextmanager
