@@ -4,10 +4,18 @@
 # package-lock.json (with httpyac, which runs examples/requests.http in the tests). Safe to run again.
 #
 #   scripts/setup.sh            # everything scripts/test.sh needs
-#   scripts/setup.sh --no-iac   # without checkov: enough for the demo, func start, the benchmark
+#   scripts/setup.sh --no-iac   # without checkov and Chromium: enough for the demo, func start, the benchmark
 #   PYTHON=/path/to/python3.11 scripts/setup.sh   # use this interpreter instead of searching
 #   VENV=.venv-3.11 scripts/setup.sh              # build the app's venv there instead of .venv
 #   scripts/setup.sh --which-python               # print the interpreter it would use; install nothing
+#
+# The browser tests (tests/browser/) drive Debian's Chromium with Playwright (from the lock;
+# never `playwright install`, never a browser download). The full setup makes sure it is
+# there: /usr/bin/chromium (or $CHROMIUM) already present costs nothing; missing, it is
+# installed as root with apt-get (`apt-get install --no-install-recommends chromium`, side by
+# side with the venvs), and otherwise one line says what to install and those tests skip.
+# The demo path (--no-iac: what scripts/serve.sh runs, func start, the benchmark) opens no
+# browser and never installs it.
 #
 # It checks the prerequisites first (a supported Python, Node.js, npm) and installs
 # nothing if one is missing: each problem is one line that says what to install.
@@ -146,6 +154,26 @@ fi
 
 echo "Python: $python_exe ($python_version)${PYTHON:+, from PYTHON}"
 echo "Node.js: $node_version; Azurite $azurite_version"
+
+# --- Chromium, for the browser tests (tests/browser/): the full setup only ------------------
+# Not a prerequisite: without it only the browser tests skip (they fail under CI=true).
+debian_chromium=/usr/bin/chromium
+install_chromium=0
+if [ "$with_iac" = 1 ]; then
+  if [ -n "${CHROMIUM:-}" ]; then
+    if [ -x "$CHROMIUM" ]; then
+      echo "Chromium: $CHROMIUM, from CHROMIUM"
+    else
+      notes+=("CHROMIUM=$CHROMIUM is not an executable: point it at a Chromium, or unset it to use Debian's $debian_chromium; the browser tests (tests/browser/) skip until then.")
+    fi
+  elif [ -x "$debian_chromium" ]; then
+    echo "Chromium: $debian_chromium"
+  elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    install_chromium=1
+  else
+    notes+=("Chromium is not at $debian_chromium, and the browser tests (tests/browser/) skip without it: install Debian's package as root (apt-get install --no-install-recommends chromium), or set CHROMIUM=/path/to/chromium.")
+  fi
+fi
 if [ "${#notes[@]}" -gt 0 ]; then printf '%s\n' "${notes[@]}" >&2; fi
 
 # --- Installs, side by side: pip and npm mostly wait on the network and the disk ----------
@@ -238,6 +266,25 @@ ensure_venv() {
   printf '%s\n' "$want" >"$stamp_file"
 }
 
+# apt-get's own output is hundreds of lines: kept back unless it fails. A failure is reported,
+# not fatal: only the browser tests need Chromium, and they say so when it is missing.
+apt_install_chromium() {
+  local log
+  log=$(mktemp)
+  if DEBIAN_FRONTEND=noninteractive apt-get update -q >"$log" 2>&1 &&
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >>"$log" 2>&1 &&
+    [ -x "$debian_chromium" ]; then
+    echo "Chromium: $debian_chromium, installed."
+  else
+    tail -n 5 "$log"
+    echo "Installing Chromium with apt-get failed (its last lines are above): the browser tests (tests/browser/) skip without it."
+  fi
+  rm -f "$log"
+}
+if [ "$install_chromium" = 1 ]; then
+  echo "Installing Chromium from Debian's packages for the browser tests (apt-get install chromium)."
+  start_job "apt-get install chromium" apt_install_chromium
+fi
 if node_tools_installed; then
   echo "Azurite $azurite_version and httpyac $httpyac_version are installed."
 else

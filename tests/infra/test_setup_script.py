@@ -246,3 +246,37 @@ def test_a_missing_httpyac_installs_the_node_tools(tmp_path: Path) -> None:
         in done.stdout.splitlines()
     )
     assert log.read_text().split()[0] == "ci"
+
+
+def test_chromium_is_installed_with_apt_get_only_when_missing_and_only_for_the_tests(installed_azurite: Path) -> None:
+    """The full setup installs Debian's Chromium for the browser tests (root with apt-get), or
+    names what to install; the demo path (--no-iac) never does; once there it costs nothing."""
+    project = installed_azurite
+    chromium = project.parent / "usr-bin-chromium"  # where this scratch setup looks for Debian's
+    script = project / "scripts" / "setup.sh"
+    script.write_text(script.read_text().replace("debian_chromium=/usr/bin/chromium", f"debian_chromium={chromium}"))
+    log = project.parent / "apt.log"
+    fake_apt = {"apt-get": f'echo "$@" >> {log}\nif [ "$1" = install ]; then printf "#!/bin/sh\\n" > {chromium}; chmod +x {chromium}; fi\n'}
+    env = {k: v for k, v in os.environ.items() if k != "CHROMIUM"}
+    for name in ("root", "user"):
+        (project.parent / name).mkdir()
+    env |= {"PATH": _path_without(project.parent / "root", {"apt-get"}, fake_apt), "PYTHON": str(THIS_PYTHON)}
+    user_path = _path_without(project.parent / "user", {"apt-get", "id"}, {**fake_apt, "id": "echo 1000\n"})
+
+    demo = _setup(project, env, "--no-iac")
+    assert demo.returncode == 0, demo.stdout
+    assert not log.exists() and "Chromium" not in demo.stdout
+
+    as_user = _setup(project, {**env, "PATH": user_path})
+    assert as_user.returncode == 0, as_user.stdout
+    assert f"Chromium is not at {chromium}, and the browser tests (tests/browser/) skip without it" in as_user.stdout
+    assert not log.exists()
+
+    as_root = _setup(project, env)
+    assert as_root.returncode == 0, as_root.stdout
+    assert log.read_text().splitlines() == ["update -q", "install -y -q --no-install-recommends chromium"]
+    assert f"Chromium: {chromium}, installed." in as_root.stdout.splitlines()
+
+    again = _setup(project, env)
+    assert f"Chromium: {chromium}" in again.stdout.splitlines()
+    assert len(log.read_text().splitlines()) == 2  # no second apt-get
