@@ -256,7 +256,8 @@ def test_chromium_is_installed_with_apt_get_only_when_missing_and_only_for_the_t
     script = project / "scripts" / "setup.sh"
     script.write_text(script.read_text().replace("debian_chromium=/usr/bin/chromium", f"debian_chromium={chromium}"))
     log = project.parent / "apt.log"
-    fake_apt = {"apt-get": f'echo "$@" >> {log}\nif [ "$1" = install ]; then printf "#!/bin/sh\\n" > {chromium}; chmod +x {chromium}; fi\n'}
+    installs = f'if [ "$1" = install ]; then printf "#!/bin/sh\\n" > {chromium}; chmod +x {chromium}; fi\n'
+    fake_apt = {"apt-get": f'echo "$@" >> {log}\n{installs}'}
     env = {k: v for k, v in os.environ.items() if k != "CHROMIUM"}
     for name in ("root", "user"):
         (project.parent / name).mkdir()
