@@ -121,7 +121,7 @@ async def receiver() -> AsyncIterator[WebhookReceiver]:
     await hook.stop()
 
 
-LAYERS = ("library", "adapter", "infra", "e2e")
+LAYERS = ("library", "adapter", "infra", "e2e", "browser")
 # The few tests that take tens of seconds (a 20,000-blob pass, 2,000 fuzzed requests):
 # the fast inner loop leaves them out.
 SLOW = {"test_maintenance_scale.py", "test_fuzz.py"}
