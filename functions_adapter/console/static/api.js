@@ -1,0 +1,144 @@
+// The one way the console talks to the app: every call goes through `Api.call` or
+// `Api.stream`, which add the tab's function key, log the call (method, path, status,
+// storage operations), and turn an error body into an `ApiError`.
+
+import { $, el } from "./dom.js";
+import { readEvents } from "./sse.js";
+
+const KEY_ITEM = "workflow-console.function-key";
+const MAX_LOGGED = 200;
+
+export class ApiError extends Error {
+  constructor(status, code, message, details) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.details = details;
+  }
+}
+
+export class Api {
+  /** `base`: the API's path prefix, read off the page's own path (`/api/console` → `/api`). */
+  constructor(base, onUnauthorized) {
+    this.base = base;
+    this.onUnauthorized = onUnauthorized;
+  }
+
+  get key() {
+    return sessionStorage.getItem(KEY_ITEM) || "";
+  }
+
+  set key(value) {
+    if (value) sessionStorage.setItem(KEY_ITEM, value);
+    else sessionStorage.removeItem(KEY_ITEM);
+  }
+
+  headers(extra) {
+    const headers = { ...extra };
+    if (this.key) headers["x-functions-key"] = this.key;
+    return headers;
+  }
+
+  /** A JSON call; resolves to `{status, body, headers}`, rejects with `ApiError`. */
+  async call(method, path, { body, query, headers } = {}) {
+    const url = this.url(path, query);
+    const started = performance.now();
+    const init = { method, headers: this.headers(headers), cache: "no-store", credentials: "same-origin" };
+    if (body !== undefined) {
+      init.body = JSON.stringify(body);
+      init.headers["content-type"] = "application/json";
+    }
+    let response;
+    try {
+      response = await fetch(url, init);
+    } catch (error) {
+      this.log(method, url, "network error", null, started);
+      throw new ApiError(0, "network_error", `The app did not answer: ${error.message}`);
+    }
+    const text = await response.text();
+    this.log(method, url, response.status, response.headers.get("x-storage-operations"), started);
+    const parsed = parse(text);
+    if (!response.ok) throw this.failure(response.status, parsed);
+    return { status: response.status, body: parsed, headers: response.headers };
+  }
+
+  /** A call answered as server-sent events: `onEvent` gets each; resolves when the stream ends. */
+  async stream(method, path, { body, onEvent, signal } = {}) {
+    const url = this.url(path);
+    const started = performance.now();
+    const init = {
+      method,
+      headers: this.headers({ accept: "text/event-stream" }),
+      cache: "no-store",
+      credentials: "same-origin",
+      signal,
+    };
+    if (body !== undefined) {
+      init.body = JSON.stringify(body);
+      init.headers["content-type"] = "application/json";
+    }
+    let response;
+    try {
+      response = await fetch(url, init);
+    } catch (error) {
+      if (error.name === "AbortError") throw error;
+      this.log(method, url, "network error", null, started);
+      throw new ApiError(0, "network_error", `The app did not answer: ${error.message}`);
+    }
+    const entry = this.log(method, url, response.status, response.headers.get("x-storage-operations"), started, "SSE");
+    if (!response.ok || !(response.headers.get("content-type") || "").startsWith("text/event-stream")) {
+      const parsed = parse(await response.text());
+      if (!response.ok) throw this.failure(response.status, parsed);
+      return parsed; // a JSON answer where a stream was asked for (a replayed turn)
+    }
+    let events = 0;
+    await readEvents(response, (event) => {
+      events += 1;
+      entry.querySelector(".ops").textContent = `${events} events`;
+      onEvent(event);
+    }, signal);
+    return null;
+  }
+
+  url(path, query) {
+    const url = new URL(this.base + path, location.origin);
+    for (const [name, value] of Object.entries(query || {})) {
+      if (value !== undefined && value !== null && value !== "") url.searchParams.set(name, value);
+    }
+    return url.pathname + url.search;
+  }
+
+  failure(status, parsed) {
+    const error = parsed && typeof parsed === "object" && parsed.error ? parsed.error : {};
+    if (status === 401 || status === 403) this.onUnauthorized(status, error);
+    return new ApiError(status, error.code || `http_${status}`, error.message || `HTTP ${status}`, error.details);
+  }
+
+  log(method, url, status, operations, started, kind) {
+    const list = $("#calls");
+    const ms = Math.round(performance.now() - started);
+    const failed = typeof status !== "number" || status >= 400;
+    const entry = el(
+      "li",
+      { class: failed ? "failed" : "ok" },
+      el("span", { class: "method" }, method),
+      el("span", { class: "path" }, url),
+      el("span", { class: "status" }, String(status)),
+      el("span", { class: "ops", title: "storage operations this call made (x-storage-operations)" },
+        operations === null || operations === undefined ? (kind || "—") : `${operations} storage ops`),
+      el("span", { class: "time" }, `${ms} ms`),
+    );
+    list.prepend(entry);
+    while (list.children.length > MAX_LOGGED) list.lastElementChild.remove();
+    return entry;
+  }
+}
+
+function parse(text) {
+  if (!text) return null;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
