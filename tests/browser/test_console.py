@@ -26,7 +26,7 @@ TIMEOUT = 15_000  # ms: a turn, or a background run through the queue, on a busy
 
 def api(server: Serving, path: str) -> tuple[int, Any]:
     try:
-        with urllib.request.urlopen(f"{server.base}{path}", timeout=30) as answer:  # noqa: S310 - loopback
+        with urllib.request.urlopen(f"{server.base}{path}", timeout=30) as answer:
             return answer.status, json.loads(answer.read() or b"null")
     except urllib.error.HTTPError as refused:
         return refused.code, json.loads(refused.read() or b"null")
@@ -131,8 +131,10 @@ def test_a_fork_from_an_older_checkpoint_is_drawn_as_a_branch(
     assert {branch.nth(i).get_attribute("data-checkpoint-id") for i in range(2)} == {
         c["checkpoint_id"] for c in before["checkpoints"][:2]
     }
-    assert assistant_texts(page) == ['turn 1: you said "first". Earlier you said: nothing yet',
-                                     'turn 2: you said "a different second". Earlier you said: "first"']
+    assert assistant_texts(page) == [
+        'turn 1: you said "first". Earlier you said: nothing yet',
+        'turn 2: you said "a different second". Earlier you said: "first"',
+    ]
     expect(page.locator("#composer")).not_to_have_attribute("data-fork", re.compile(".*"))
     shot(page, "forked")
 
@@ -152,7 +154,9 @@ def test_a_background_run_is_followed_to_succeeded(page: Page, console_url: str,
     _, record = api(console_server, f"/runs/{run.get_attribute('data-run-id')}")
     assert record["status"] == "succeeded" and record["thread_id"] == thread_id
     # The thread shows the turn the run committed.
-    expect(page.locator("#conversation .message[data-role=assistant]")).to_contain_text(['turn 1: you said "do this later"'])
+    expect(page.locator("#conversation .message[data-role=assistant]")).to_contain_text(
+        ['turn 1: you said "do this later"']
+    )
     shot(page, "background-succeeded")
 
 
