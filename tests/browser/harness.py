@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,6 +73,14 @@ class BrowserErrors:
             if re.search(pattern, entry):
                 return self.entries.pop(index)
         raise AssertionError(f"no browser error matches {pattern!r}; recorded: {self.entries}")
+
+    @contextmanager
+    def provoked(self, page: Page, pattern: str) -> Iterator[None]:
+        """Around an action that must log a console error whose text matches ``pattern``: waits
+        for it (Chromium logs a failed load when it likes) and takes it, so it fails nothing."""
+        with page.expect_console_message(lambda m: m.type == "error" and re.search(pattern, m.text)) as seen:
+            yield
+        self.take(re.escape(seen.value.text))
 
     def clear(self) -> None:
         self.entries.clear()

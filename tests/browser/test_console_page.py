@@ -24,10 +24,11 @@ def console_route_merged() -> bool:
 
 
 def test_console_page_loads(page: Page, console_url: str) -> None:
+    # Asked outside the page first: a 404 loaded in the page would be a console error.
+    if page.request.get(console_url).status == 404 and not console_route_merged():
+        pytest.skip("console route not merged")
     answer = page.goto(console_url)
     assert answer is not None
-    if answer.status == 404 and not console_route_merged():
-        pytest.skip("console route not merged")
     assert answer.status == 200
     headers = answer.headers
     assert headers["content-security-policy"] == CSP
