@@ -250,12 +250,36 @@ async def sweep_orphan_checkpoints(timer: func.TimerRequest) -> None:
     await maintenance.sweep()
 
 
+@app.route(route="console", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+async def console_page(req: Request) -> Response:
+    """The web console's page (only with CONSOLE_ENABLED); anonymous: it holds no data."""
+    from functions_adapter.console import pages  # noqa: PLC0415 - on first use
+
+    return await pages.handle_page(req)
+
+
+@app.route(route="console/{asset}", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+async def console_asset(req: Request) -> Response:
+    """One of the console's own files (its modules, stylesheet, icon)."""
+    from functions_adapter.console import pages  # noqa: PLC0415 - on first use
+
+    return await pages.handle_asset(req, req.path_params.get("asset", ""))
+
+
 @app.route(route="workflows", methods=["GET"])
 async def list_workflows(req: Request) -> Response:
     """Each hosted workflow, its versions and policy, and the live threads on each version."""
     from functions_adapter.api import workflows_api  # noqa: PLC0415 - on first use
 
     return await workflows_api.handle_workflows(req)
+
+
+@app.route(route="workflows/{name}", methods=["GET"])
+async def get_workflow(req: Request) -> Response:
+    """One workflow: each version's graph (executors and edges) and graph signature."""
+    from functions_adapter.api import workflows_api  # noqa: PLC0415 - on first use
+
+    return await workflows_api.handle_workflow(req, req.path_params.get("name", ""))
 
 
 @app.route(route="health", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)

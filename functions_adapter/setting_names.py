@@ -50,6 +50,7 @@ TUNING_SETTINGS = (
     "CALLBACK_MAX_ATTEMPTS",
     "CALLBACK_MAX_SECONDS",
     "CALLBACK_RETRY_SCHEDULE",
+    "CONSOLE_ENABLED",
     "WORKFLOW",
 )
 # The model behind WORKFLOW=chat-agents: Azure OpenAI (or Foundry) with Entra ID, or an

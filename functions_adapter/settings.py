@@ -89,6 +89,8 @@ class Settings:
     callback_url: str | None = None
     callback_allowed_hosts: tuple[str, ...] = ()
     callback_allow_local_http: bool = False
+    # The web console (GET /api/console): off unless set, so off in Azure until turned on.
+    console_enabled: bool = False
     callback_max_attempts: int = 20
     callback_max_seconds: int = 86_400
     callback_retry_schedule: tuple[float, ...] = DEFAULT_RETRY_SCHEDULE
@@ -132,6 +134,7 @@ class Settings:
                 h.strip().lower() for h in env.get("CALLBACK_ALLOWED_HOSTS", "").split(",") if h.strip()
             ),
             callback_allow_local_http=_flag(env, "CALLBACK_ALLOW_LOCAL_HTTP"),
+            console_enabled=_flag(env, "CONSOLE_ENABLED"),
             callback_max_attempts=_positive_int(env, "CALLBACK_MAX_ATTEMPTS", 20),
             callback_max_seconds=_positive_int(env, "CALLBACK_MAX_SECONDS", 86_400),
             callback_retry_schedule=_schedule(env),

@@ -17,6 +17,7 @@ STATUS: dict[type[e.ResumeError], int] = {
     e.CheckpointNotFound: 404,
     e.ThreadNotFound: 404,
     e.WorkflowNotFound: 404,
+    e.NotFound: 404,
     e.WorkflowMismatch: 409,
     e.MigrationFailed: 500,
     e.RunNotFound: 404,

@@ -17,6 +17,7 @@ from functions_adapter.wiring import build_service, container_for, load_settings
 from resumable.base import strict_json
 from resumable.base.errors import CheckpointNotFound, InvalidRequest, PreconditionFailed, ThreadNotFound
 from resumable.base.ids import validate_id
+from resumable.core.results import turn_json
 from resumable.core.runs import RunService
 from resumable.threads.admin import MAX_PAGE, ThreadMetadata, history
 from resumable.threads.delete import delete_thread
@@ -106,16 +107,33 @@ async def thread_view(settings: Settings, thread_id: str, origin: str) -> tuple[
 
 
 async def get_history(request: Request, thread_id: str) -> Response:
-    """``?limit=&before=``: the lineage from the head backwards, a page at a time."""
+    """``?limit=&before=``: the lineage from the head backwards, a page at a time;
+    ``from=<checkpoint_id>`` walks from that checkpoint instead (a branch a fork replaced);
+    ``include=turn`` adds each checkpoint's turn (what it was sent and answered, and the
+    requests it left pending)."""
     settings = load_settings()
     await gate(request, settings, "threads/{thread_id}/history", thread_id)
     service = build_service(settings)
-    limit = whole_number(request.query_params.get("limit"), "limit", low=1, high=MAX_PAGE, default=DEFAULT_PAGE)
+    query = request.query_params
+    limit = whole_number(query.get("limit"), "limit", low=1, high=MAX_PAGE, default=DEFAULT_PAGE)
+    include = query.get("include")
+    if include not in (None, "turn"):
+        raise InvalidRequest("'include' takes one value: turn.", details={"param": "include"})
     await owned_head(request, service, thread_id)
     page, cursor = await history(
-        service.pointers, service.store, thread_id, limit=limit, before=request.query_params.get("before")
+        service.pointers,
+        service.store,
+        thread_id,
+        limit=limit,
+        before=query.get("before"),
+        start=query.get("from"),
+        with_checkpoints=include == "turn",
     )
-    return json_response({"thread_id": thread_id, "checkpoints": [info.to_json() for info in page], "next": cursor})
+    checkpoints = [
+        entry.info.to_json() | ({"turn": turn_json(entry.checkpoint)} if entry.checkpoint is not None else {})
+        for entry in page
+    ]
+    return json_response({"thread_id": thread_id, "checkpoints": checkpoints, "next": cursor})
 
 
 async def put_metadata(request: Request, thread_id: str, body: bytes) -> Response:

@@ -249,6 +249,13 @@ class PreconditionFailed(ResumeError):
     code = "precondition_failed"
 
 
+class NotFound(ResumeError):
+    """Nothing is there by that name: what a host answers for a path no function serves (the
+    console's files when the console is off, or a name that is not one of them)."""
+
+    code = "not_found"
+
+
 class WorkflowNotFound(ResumeError):
     """A request named a workflow (or a version of one) this app does not host."""
 

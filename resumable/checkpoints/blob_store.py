@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from agent_framework import WorkflowCheckpoint
@@ -174,13 +175,22 @@ class BlobCheckpointStorage:
         thread, or (``head_of``) as the head of that thread, for a turn that commits by a
         compare-and-swap on the pointer that named it. Either way it is verified and decoded.
         """
+        return (await self.load_described(checkpoint_id, head_of=head_of))[0]
+
+    async def load_described(
+        self, checkpoint_id: str, *, head_of: str | None = None
+    ) -> tuple[WorkflowCheckpoint, CheckpointInfo]:
+        """``load``, and the blob's metadata that the same GET (or the cache) carried: a
+        history page with each turn costs what one without them does."""
         name = blob_name(checkpoint_id)
         with tracing.phase("checkpoint.load", {"checkpoint.id": checkpoint_id}) as span:
             cached = None if self.cache is None else self.cache.find(self._scope, checkpoint_id, head_of=head_of)
             span.set_attribute("checkpoint.cached", cached is not None)
             if cached is not None:
                 async with transfer_slot():  # no transfer, but the same decode and memory to bound
-                    return await self._decode(span, checkpoint_id, cached.data, cached.metadata)
+                    checkpoint = await self._decode(span, checkpoint_id, cached.data, cached.metadata)
+                created = datetime.fromtimestamp(cached.created, UTC) if cached.created else None
+                return checkpoint, blob_metadata.info_from(name, dict(cached.metadata), len(cached.data), created)
             async with transfer_slot():
                 try:
                     data, props = await download_capped(self.container.get_blob_client(name), self.codec.max_bytes + 1)
@@ -190,7 +200,7 @@ class BlobCheckpointStorage:
                 checkpoint = await self._decode(span, checkpoint_id, data, metadata)
             created = props.creation_time.timestamp() if props.creation_time else 0.0
             self._remember(checkpoint_id, data, metadata, metadata.get("thread_id") or None, created)
-            return checkpoint
+            return checkpoint, blob_metadata.info_from(name, metadata, len(data), props.creation_time)
 
     async def _decode(self, span: Any, checkpoint_id: str, data: bytes, metadata: dict[str, str]) -> WorkflowCheckpoint:
         span.set_attribute("checkpoint.size_bytes", len(data))

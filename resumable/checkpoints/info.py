@@ -62,6 +62,7 @@ class CheckpointInfo:
             "pending_request_ids": list(self.pending_request_ids),
             "size_bytes": self.size_bytes,
             "thread_id": self.thread_id,
+            "replaced_head_id": self.replaced_head_id,
             "workflow": self.workflow,
             "workflow_version": self.workflow_version,
         }

@@ -12,6 +12,7 @@ from typing import Any
 from agent_framework import AgentResponse, AgentResponseUpdate, Message, WorkflowCheckpoint, WorkflowEvent
 
 from ..checkpoints.info import checkpoint_status
+from ..threads.transcript import recorded
 
 
 def to_json(value: Any) -> Any:  # noqa: PLR0911 - one branch per kind of value
@@ -44,6 +45,15 @@ def request_json(event: WorkflowEvent) -> dict[str, Any]:
         "request_id": event.request_id,
         "data": to_json(event.data),
         "response_type": getattr(response_type, "__name__", str(response_type)),
+    }
+
+
+def turn_json(checkpoint: WorkflowCheckpoint) -> dict[str, Any]:
+    """What a checkpoint's turn was sent and answered (its transcript), and the requests it
+    left pending, rendered as a run's answer renders them."""
+    return {
+        **recorded(checkpoint.metadata),
+        "pending_requests": [request_json(e) for e in checkpoint.pending_request_info_events.values()],
     }
 
 

@@ -1,8 +1,9 @@
 """Managing threads: their history and their metadata (deleting one: ``thread_delete``).
 
-* ``history``: the lineage from the head backwards, a page at a time. A page of N costs
-  N + 1 reads (the pointer, or nothing after a cursor, and one metadata read per entry),
-  however long the thread is: the cursor names the next checkpoint to read.
+* ``history``: the lineage from the head (or from a checkpoint: a replaced branch)
+  backwards, a page at a time. A page of N costs N + 1 reads (the pointer, or nothing after
+  a cursor, and one read per entry: its metadata, or the whole checkpoint when the caller
+  wants each turn), however long the thread is: the cursor names the next checkpoint to read.
 * ``ThreadMetadata``: a small JSON object per thread (``thread-meta/<id>.json``) with its
   own ETag, so a metadata write never races a turn's pointer swap; a typed record on
   ``RecordStore``, so a lost answer is never a 412.
@@ -28,6 +29,7 @@ from ..storage.record_store import UNREAD, RecordStore, RecordUnreadable, Stored
 from .pointers import ThreadPointers
 
 if TYPE_CHECKING:  # the storage SDK loads on first use, not at import (cold start)
+    from agent_framework import WorkflowCheckpoint
     from azure.storage.blob.aio import ContainerClient
 
 logger = logging.getLogger(__name__)
@@ -64,36 +66,70 @@ def _uncursor(thread_id: str, cursor: str) -> str:
         raise refused from None
 
 
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """One checkpoint of a history page: its metadata, and the checkpoint itself when the
+    caller asked for each turn (``with_checkpoints``)."""
+
+    info: CheckpointInfo
+    checkpoint: WorkflowCheckpoint | None = None
+
+
 async def history(
-    pointers: ThreadPointers, store: BlobCheckpointStorage, thread_id: str, *, limit: int, before: str | None
-) -> tuple[list[CheckpointInfo], str | None]:
+    pointers: ThreadPointers,
+    store: BlobCheckpointStorage,
+    thread_id: str,
+    *,
+    limit: int,
+    before: str | None,
+    start: str | None = None,
+    with_checkpoints: bool = False,
+) -> tuple[list[HistoryEntry], str | None]:
     """One page of the lineage, newest first, and the cursor of the next page (None: the end).
 
-    Every entry must carry this thread's ``thread_id`` (thread turns tag their checkpoints).
-    A cursor naming another thread's checkpoint is 400, so a forged cursor cannot read
-    another lineage; the check is the metadata read the page makes anyway, and holds with
-    or without ``CHECKPOINT_MAC_KEYS``.
+    The walk starts at the head, at ``before`` (a cursor this function returned), or at
+    ``start`` (a checkpoint ID: a branch a fork replaced). Every entry must carry this
+    thread's ``thread_id`` (thread turns tag their checkpoints). A cursor or ``start`` naming
+    another thread's checkpoint is 400, so neither can read another lineage; the check is the
+    metadata read the page makes anyway, and holds with or without ``CHECKPOINT_MAC_KEYS``.
+    ``with_checkpoints`` reads each checkpoint whole (one GET instead of a properties read,
+    decoded by the same restricted codec), so a page costs the same number of operations.
     """
-    if before is None:
+    if before is not None and start is not None:
+        raise InvalidRequest("'from' and 'before' cannot be combined.", details={"param": "from"})
+    if start is not None:
+        cursor: str | None = validate_id(start, kind="from")
+    elif before is None:
         head = await pointers.read(thread_id)
         if head.checkpoint_id is None:
             raise ThreadNotFound(f"Thread '{thread_id}' has no turns yet.")
-        cursor: str | None = head.checkpoint_id
+        cursor = head.checkpoint_id
     else:
         cursor = _uncursor(thread_id, before)
-    page: list[CheckpointInfo] = []
+    page: list[HistoryEntry] = []
     while cursor is not None and len(page) < limit:
         try:
-            info = await store.get_info(cursor)
+            entry = await _read(store, cursor, with_checkpoints)
         except CheckpointNotFound:
+            if start is not None and not page:
+                raise  # the branch asked for is gone (retention): 404, not an empty page
             break  # pruned history (retention): the lineage ends here
-        if info.thread_id != thread_id:
+        if entry.info.thread_id != thread_id:
+            if start is not None and not page:
+                raise InvalidRequest("'from' is not a checkpoint of this thread.", details={"param": "from"})
             if before is not None and not page:
                 raise InvalidRequest("'before' is not a cursor this thread's history returned.")
             return page, None  # a lineage never leaves its thread; stop rather than read on
-        page.append(info)
-        cursor = info.previous_checkpoint_id
+        page.append(entry)
+        cursor = entry.info.previous_checkpoint_id
     return page, None if cursor is None else _cursor(thread_id, cursor)
+
+
+async def _read(store: BlobCheckpointStorage, checkpoint_id: str, whole: bool) -> HistoryEntry:
+    if not whole:
+        return HistoryEntry(await store.get_info(checkpoint_id))
+    checkpoint, info = await store.load_described(checkpoint_id)
+    return HistoryEntry(info, checkpoint)
 
 
 # -- metadata -------------------------------------------------------------------------------

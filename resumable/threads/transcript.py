@@ -88,6 +88,23 @@ def _messages(checkpoint_id: str, metadata: Mapping[str, Any]) -> list[ThreadMes
     return found
 
 
+def recorded(metadata: Mapping[str, Any]) -> dict[str, list[dict[str, str]]]:
+    """A turn's transcript as ``{"in": [...], "out": [...]}`` of ``{"role", "content"}``,
+    whatever else a stored item holds (empty lists for a checkpoint written without one)."""
+    record = metadata.get(TRANSCRIPT)
+    found: dict[str, list[dict[str, str]]] = {"in": [], "out": []}
+    if isinstance(record, dict):
+        for key, items in found.items():
+            for item in record.get(key) or []:
+                if (
+                    isinstance(item, dict)
+                    and isinstance(item.get("role"), str)
+                    and isinstance(item.get("content"), str)
+                ):
+                    items.append({"role": item["role"], "content": item["content"]})
+    return found
+
+
 def recorded_input_ids(metadata: Mapping[str, Any]) -> frozenset[str]:
     """The IDs a turn's sent messages came with (none for a turn sent without IDs)."""
     record = metadata.get(TRANSCRIPT)

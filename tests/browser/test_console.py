@@ -49,6 +49,12 @@ def say(page: Page, text: str) -> None:
     page.fill("#composer textarea[name=message]", text)
     page.click("#composer button[type=submit]")
     expect(replies).to_have_count(before + 1, timeout=TIMEOUT)
+    settled(page)
+
+
+def settled(page: Page) -> None:
+    """The turn committed and the page drew the thread again (the composer is free)."""
+    expect(page.locator("#composer")).not_to_have_class(re.compile(r"\bbusy\b"), timeout=TIMEOUT)
 
 
 def assistant_texts(page: Page) -> list[str]:
@@ -91,6 +97,7 @@ def test_an_approval_is_answered_by_a_click(page: Page, console_url: str, consol
     page.click("#composer button[type=submit]")
     request = page.locator("#pending .request")
     expect(request).to_have_count(1, timeout=TIMEOUT)
+    settled(page)
     expect(request.locator(".request-data")).to_contain_text("Ship it, pending approval")
     expect(page.locator("#composer button[type=submit]")).to_be_disabled()  # an answer is due first
     _, history = api(console_server, f"/threads/{thread_id}/history")
@@ -98,6 +105,7 @@ def test_an_approval_is_answered_by_a_click(page: Page, console_url: str, consol
     shot(page, "waiting-for-approval")
     request.locator("button[data-action=approve]").click()
     expect(page.locator("#pending .request")).to_have_count(0, timeout=TIMEOUT)
+    settled(page)
     expect(page.locator("#conversation .message[data-role=assistant]").last).to_contain_text(
         'Approval answer: "approved"'
     )
@@ -182,7 +190,7 @@ def test_markup_in_a_message_is_shown_as_text_and_runs_nothing(page: Page, conso
     assert hostile in assistant_texts(page)[0]  # the reply quotes it, as text too
     page.locator("#lineage g.node").first.click()  # the lineage label and the detail pane too
     expect(page.locator("#checkpoint-detail")).to_contain_text("<script>")
-    assert page.locator("main img, main script, main b").count() == 0
+    assert page.locator("#thread-pane img, #thread-pane script, #thread-pane b").count() == 0
     assert page.evaluate("window.pwned") is None
     shot(page, "markup-as-text")
 
@@ -191,7 +199,7 @@ def test_a_link_opens_its_thread_and_the_key_stays_in_the_tab(page: Page, consol
     thread_id = open_thread(page, console_url, "link")
     say(page, "remember this")
     sent: list[Request] = []
-    page.on("request", sent.append)
+    page.on("request", lambda request: sent.append(request))
     page.click("#key-button")
     page.fill("#key-dialog input[name=key]", "secret-key-123")
     page.click("#key-dialog button[type=submit]")

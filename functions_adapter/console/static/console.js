@@ -16,11 +16,12 @@ const THREAD_PAGES = 5; // listing pages of 100 read to sort newest first
 
 const api = new Api(location.pathname.replace(/\/console\/?$/, ""), () => openKeyDialog());
 const runs = new Runs(api, $("#runs"), (threadId) => {
-  if (view && view.threadId === threadId) refresh();
-  loadThreads();
+  touchThread(threadId);
+  if (view && view.threadId === threadId) act(refresh);
 });
 const graphs = new Map(); // workflow name → GET /api/workflows/{name} body
 let workflows = [];
+let threadList = []; // the listing as last read, newest first
 let view = null; // the open thread
 
 // -- small things ---------------------------------------------------------------------------
@@ -64,20 +65,29 @@ async function loadWorkflows() {
   }
 }
 
+/** The listing, newest first. Storage lists by ID, so up to THREAD_PAGES pages are read and
+ * sorted here, the list drawn after each page; a turn or a delete then edits it in place. */
 async function loadThreads() {
   const prefix = $("#thread-filter").value.trim();
-  const found = [];
+  const asked = (loadThreads.asked = (loadThreads.asked || 0) + 1);
+  let found = [];
   let cursor = null;
   let pages = 0;
   do {
     const { body } = await api.call("GET", "/threads", { query: { prefix, limit: 100, cursor } });
-    found.push(...body.threads);
+    if (asked !== loadThreads.asked) return; // the filter changed meanwhile
+    found = found.concat(body.threads);
     cursor = body.next_cursor;
     pages += 1;
+    threadList = found;
+    drawThreads(cursor !== null && pages >= THREAD_PAGES);
   } while (cursor && pages < THREAD_PAGES);
-  found.sort((a, b) => (b.updated_at || 0) - (a.updated_at || 0));
+}
+
+function drawThreads(truncated) {
+  threadList.sort((a, b) => (b.updated_at || 0) - (a.updated_at || 0));
   const list = clear($("#threads"));
-  for (const thread of found) {
+  for (const thread of threadList) {
     const tags = Object.entries(thread.metadata || {}).map(([k, v]) => `${k}=${v}`).join(" ");
     list.append(
       el(
@@ -90,9 +100,24 @@ async function loadThreads() {
       ),
     );
   }
-  $("#threads-note").textContent = cursor
-    ? `Showing the ${found.length} threads of the first ${THREAD_PAGES} pages by ID, newest first; filter by prefix to find others.`
-    : found.length ? `${found.length} thread${found.length === 1 ? "" : "s"}, newest first.` : "No threads yet.";
+  const count = threadList.length;
+  $("#threads-note").textContent = truncated
+    ? `The newest of the first ${count} threads by ID; filter by prefix to find others.`
+    : count ? `${count} thread${count === 1 ? "" : "s"}, newest first.` : "No threads yet.";
+}
+
+/** A turn moved this thread's head: first in the list, without reading the listing again. */
+function touchThread(threadId) {
+  const known = threadList.find((t) => t.thread_id === threadId);
+  const prefix = $("#thread-filter").value.trim();
+  if (known) known.updated_at = Date.now() / 1000;
+  else if (threadId.startsWith(prefix)) threadList.push({ thread_id: threadId, updated_at: Date.now() / 1000, metadata: {} });
+  drawThreads(false);
+}
+
+function dropThread(threadId) {
+  threadList = threadList.filter((t) => t.thread_id !== threadId);
+  drawThreads(false);
 }
 
 // -- one thread -----------------------------------------------------------------------------
@@ -121,46 +146,45 @@ function defaultWorkflow() {
   return chosen ? chosen.name : null;
 }
 
-/** Re-reads the thread: its record, then the newest page of its lineage with each turn. */
+/** Re-reads the thread: its record, then the newest page of its lineage with each turn. The
+ * view changes only once everything is read, so a click meanwhile sees a whole state. */
 async function refresh() {
   const current = view;
   const info = current.exists ? (await api.call("GET", `/threads/${encodeURIComponent(current.threadId)}`)).body : null;
+  const read = { lineage: [], nodes: new Map(), next: null, workflow: current.workflow, version: current.version };
+  if (info && info.checkpoint_id) await loadHistory(current.threadId, read);
   if (view !== current) return;
-  current.info = info;
-  current.head = info ? info.checkpoint_id : null;
-  current.lineage = [];
-  current.nodes = new Map();
-  current.next = null;
-  if (current.head) await loadHistory(current);
-  if (view !== current) return;
+  Object.assign(current, read, { info, head: info ? info.checkpoint_id : null });
   render(current);
   await showWorkflow(current);
 }
 
-async function loadHistory(current, before) {
+/** One page of the head's line (or the page after `before`) into `read`, then the branches. */
+async function loadHistory(threadId, read, before) {
   const query = { include: "turn", limit: PAGE, before };
-  const { body } = await api.call("GET", `/threads/${encodeURIComponent(current.threadId)}/history`, { query });
-  for (const entry of body.checkpoints) current.nodes.set(entry.checkpoint_id, entry);
-  current.lineage.push(...body.checkpoints);
-  current.next = body.next;
-  const newest = current.lineage[0];
+  const { body } = await api.call("GET", `/threads/${encodeURIComponent(threadId)}/history`, { query });
+  for (const entry of body.checkpoints) read.nodes.set(entry.checkpoint_id, entry);
+  read.lineage.push(...body.checkpoints);
+  read.next = body.next;
+  const newest = read.lineage[0];
   if (newest) {
-    current.workflow = newest.workflow || current.workflow;
-    current.version = newest.workflow_version || current.version;
+    read.workflow = newest.workflow || read.workflow;
+    read.version = newest.workflow_version || read.version;
   }
-  await loadBranches(current);
+  await loadBranches(threadId, read);
 }
 
 /** The lines a fork replaced: each `replaced_head_id` not yet read, a page along it. */
-async function loadBranches(current) {
+async function loadBranches(threadId, read) {
   const seen = new Set();
   for (let round = 0; round < MAX_BRANCHES; round += 1) {
-    const missing = [...current.nodes.values()].map((n) => n.replaced_head_id).find((id) => id && !current.nodes.has(id) && !seen.has(id));
+    const missing = [...read.nodes.values()].map((n) => n.replaced_head_id).find((id) => id && !read.nodes.has(id) && !seen.has(id));
     if (!missing) return;
     seen.add(missing);
     try {
-      const { body } = await api.call("GET", `/threads/${encodeURIComponent(current.threadId)}/history`, { query: { include: "turn", limit: BRANCH_PAGE, from: missing } });
-      for (const entry of body.checkpoints) if (!current.nodes.has(entry.checkpoint_id)) current.nodes.set(entry.checkpoint_id, entry);
+      const query = { include: "turn", limit: BRANCH_PAGE, from: missing };
+      const { body } = await api.call("GET", `/threads/${encodeURIComponent(threadId)}/history`, { query });
+      for (const entry of body.checkpoints) if (!read.nodes.has(entry.checkpoint_id)) read.nodes.set(entry.checkpoint_id, entry);
     } catch (error) {
       if (!(error instanceof ApiError && error.status === 404)) throw error; // retention took it
     }
@@ -246,6 +270,7 @@ function renderLineage(current) {
 }
 
 function select(checkpointId) {
+  if (!view.nodes.has(checkpointId)) return;
   view.selected = checkpointId;
   renderLineage(view);
   renderDetail(view, checkpointId);
@@ -374,15 +399,13 @@ async function streamTurn(current, path, body) {
       },
     });
     if (replayed) notify("The app answered with a stored reply (a replay).");
-  } finally {
-    composer.classList.remove("busy");
     for (const bubble of bubbles.values()) bubble.classList.remove("streaming");
-  }
-  current.exists = true;
-  try {
+    current.exists = true;
+    touchThread(current.threadId);
     if (view === current) await refresh();
   } finally {
-    await loadThreads();
+    composer.classList.remove("busy"); // only once the thread is drawn again
+    for (const bubble of bubbles.values()) bubble.classList.remove("streaming");
   }
 }
 
@@ -402,7 +425,7 @@ async function deleteThread() {
   $("#thread-pane").hidden = true;
   $("#welcome").hidden = false;
   notify(`Thread ${current.threadId} deleted: its checkpoints, runs and records are gone.`);
-  await loadThreads();
+  dropThread(current.threadId);
 }
 
 // -- wiring ---------------------------------------------------------------------------------
@@ -432,8 +455,12 @@ function wire() {
   });
   $("[data-action=cancel-fork]").addEventListener("click", () => setFork(null));
   $("#load-older").addEventListener("click", () => act(async () => {
-    await loadHistory(view, view.next);
-    render(view);
+    const current = view;
+    const read = { lineage: [...current.lineage], nodes: new Map(current.nodes), next: null, workflow: current.workflow, version: current.version };
+    await loadHistory(current.threadId, read, current.next);
+    if (view !== current) return;
+    Object.assign(current, read);
+    render(current);
   }));
   $("[data-action=refresh]").addEventListener("click", () => act(refresh));
   const remove = $("[data-action=delete-thread]");
