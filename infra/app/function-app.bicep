@@ -93,6 +93,8 @@ var appSettings = {
   CALLBACK_MAX_ATTEMPTS: '20'
   CALLBACK_MAX_SECONDS: '86400'
   CALLBACK_RETRY_SCHEDULE: '5,30,120,600,1800,3600,7200'
+  // The web console (GET /api/console): off in Azure; an operator turns it on by setting it.
+  CONSOLE_ENABLED: 'false'
   // The Slack and GitHub adapters: each is registered at start-up only when its signing secret
   // is set. Secrets come from Key Vault by the app's identity, never as literals.
   GITHUB_WEBHOOK_SECRET: empty(githubWebhookSecretUri) ? '' : '@Microsoft.KeyVault(SecretUri=${githubWebhookSecretUri})'

@@ -226,6 +226,8 @@ def test_identity_based_settings() -> None:
     secret = settings["CALLBACK_SECRET"]["operator"]["operands"]
     assert (secret["true_value"], secret["false_value"]) == ("", "@Microsoft.KeyVault(SecretUri=${callbackSecretUri})")
     assert settings["CALLBACK_ALLOW_LOCAL_HTTP"] == "false"
+    # The web console is off in Azure until an operator sets it (docs/console.md).
+    assert settings["CONSOLE_ENABLED"] == "false"
 
 
 def test_the_run_queue_and_its_poison_queue_exist_with_the_setting_s_name() -> None:
