@@ -93,6 +93,17 @@ def _describe(host: FunctionHost, base: str, timers: TimerRunner) -> list[str]:
     return lines
 
 
+def _console_on() -> bool:
+    """Whether the app serves its console (CONSOLE_ENABLED); a malformed value says so on its page."""
+    from functions_adapter.settings import SettingsError  # noqa: PLC0415 - after the settings are in place
+    from functions_adapter.wiring import load_settings  # noqa: PLC0415
+
+    try:
+        return load_settings().console_enabled
+    except SettingsError:  # the route answers 500 server_misconfigured; the banner only omits the line
+        return False
+
+
 async def _serve(sock: socket.socket, stop: asyncio.Event) -> None:
     switches = storage_switches.from_env()  # before any storage client is built
     import function_app  # noqa: PLC0415 - imported only once the settings are in place, as the worker does
@@ -112,6 +123,8 @@ async def _serve(sock: socket.socket, stop: asyncio.Event) -> None:
             _say("Functions:\n" + "\n".join(_describe(host, base, timers)))
             _say(f"MCP tools (streamable HTTP): {base}{MCP_PATH}")
             _say(f"Serving {base}/api (function keys are not checked locally, as with func start)")
+            if _console_on():
+                _say(f"Console: {base}/api/console")
             body = '{"messages": "hello"}'
             _say(f"Try: curl -s {base}/api/runs -H 'content-type: application/json' -d '{body}'")
             _say("Ctrl+C stops everything this started.")

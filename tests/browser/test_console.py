@@ -199,7 +199,11 @@ def test_a_link_opens_its_thread_and_the_key_stays_in_the_tab(page: Page, consol
     thread_id = open_thread(page, console_url, "link")
     say(page, "remember this")
     sent: list[Request] = []
-    page.on("request", lambda request: sent.append(request))
+
+    def record(request: Request) -> None:  # Playwright keeps state on a handler: not a bound builtin
+        sent.append(request)
+
+    page.on("request", record)
     page.click("#key-button")
     page.fill("#key-dialog input[name=key]", "secret-key-123")
     page.click("#key-dialog button[type=submit]")
