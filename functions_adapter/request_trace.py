@@ -19,6 +19,7 @@ from functions_adapter.settings import SettingsError
 from functions_adapter.wiring import MISCONFIGURED
 from resumable.base import tracing
 from resumable.base.errors import ResumeError, ServerMisconfigured
+from resumable.storage import operation_count
 
 logger = logging.getLogger(__name__)
 
@@ -100,10 +101,14 @@ async def traced(
     A streaming response ends its span and logs when the stream ends, not here.
     """
     span = tracing.start_server_span(request.method, route, request.url.path, request.headers)
-    with trace.use_span(span, end_on_exit=False):
+    with trace.use_span(span, end_on_exit=False), operation_count.counting() as operations:
         record = RequestTrace(span, route, tracing.new_request_id(span), request.method)
         response, error = await guarded(f"{request.method} {route}", handler, render_error)
     response.headers["x-request-id"] = record.request_id
+    # No answer is ever cached: each one is about data that changes (docs/console.md).
+    response.headers.setdefault("cache-control", "no-store")
+    if not isinstance(response, StreamingResponse):  # a stream's headers leave before its work
+        response.headers["x-storage-operations"] = str(operations.total)
     if isinstance(response, StreamingResponse):
         response.body_iterator = record.finish_after(response.body_iterator)
     else:

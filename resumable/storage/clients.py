@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from . import operation_count
+
 if TYPE_CHECKING:  # the storage SDK loads on first use, not at import (cold start)
     from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
@@ -69,8 +71,7 @@ def _build_client(target: StorageTarget, timeout: float) -> BlobServiceClient:
         "read_timeout": timeout,
         "retry_policy": quick_retry(LinearRetry),
     }
-    if request_hook is not None:
-        options["raw_request_hook"] = request_hook
+    options["raw_request_hook"] = counted_hook()
     if response_hook is not None:
         options["raw_response_hook"] = response_hook
     if transport_hook is not None:
@@ -82,6 +83,19 @@ def _build_client(target: StorageTarget, timeout: float) -> BlobServiceClient:
 
     credential = DefaultAzureCredential(managed_identity_client_id=target.client_id)
     return BlobServiceClient(str(target.blob_service_uri), credential=credential, **options)
+
+
+def counted_hook() -> Callable[[Any], None]:
+    """Every client's request hook: the current work's operation count, then the tests' hook
+    (``request_hook`` as it is when the client is built)."""
+    extra = request_hook
+
+    def hook(request: Any) -> None:
+        operation_count.note(request)
+        if extra is not None:
+            extra(request)
+
+    return hook
 
 
 def container_client(target: StorageTarget, container: str, *, timeout: float = 10.0) -> ContainerClient:

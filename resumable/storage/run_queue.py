@@ -65,8 +65,7 @@ def queue_client(target: QueueTarget, name: str) -> QueueClient:
             "message_encode_policy": TextBase64EncodePolicy(),
             "message_decode_policy": TextBase64DecodePolicy(),
         }
-        if storage_client.request_hook is not None:  # counted with the blob operations
-            options["raw_request_hook"] = storage_client.request_hook
+        options["raw_request_hook"] = storage_client.counted_hook()  # counted with the blob operations
         if storage_client.transport_hook is not None:  # faults at the SDK boundary, in tests
             options["transport"] = storage_client.transport_hook("queue")
         if target.connection_string:

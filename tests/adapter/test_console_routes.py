@@ -7,6 +7,7 @@ registered functions, on real Azurite.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -239,3 +240,30 @@ def test_every_file_the_page_loads_is_one_the_route_serves() -> None:
     served = pages.files()
     assert set(served) >= {"index.html", "console.js", "console.css", "icon.svg"}
     assert all(name == pages.PAGE or name.rsplit(".", 1)[1] in {"js", "css", "svg", "png"} for name in served)
+
+
+# -- what each answer cost in storage ---------------------------------------------------------
+
+
+async def test_each_answer_says_how_many_storage_operations_it_made(host: FunctionHost, ops: OperationCounter) -> None:
+    for n in range(8):
+        ops.reset()
+        response = await host.request("POST", "/api/threads/counted/runs", json_body={"messages": f"turn {n}"})
+        assert response.status == 200
+        assert int(response.headers["x-storage-operations"]) == ops.total > 0
+        assert response.headers["cache-control"] == "no-store"
+    # Two requests at once keep their own counts: the pointer twice and one read per entry.
+    pages = await asyncio.gather(
+        *(host.request("GET", "/api/threads/counted/history", query=f"limit={n}") for n in (5, 2, 5, 2))
+    )
+    assert [int(p.headers["x-storage-operations"]) for p in pages] == [7, 4, 7, 4]
+    refused = await host.request("GET", "/api/threads/counted/history", query="limit=0")
+    assert (refused.status, refused.headers["x-storage-operations"]) == (400, "0")
+
+
+async def test_a_stream_carries_no_count(host: FunctionHost) -> None:
+    response = await host.request(
+        "POST", "/api/threads/streamed/runs", json_body={"messages": "hi"}, headers={"accept": "text/event-stream"}
+    )
+    assert response.is_stream and "x-storage-operations" not in response.headers
+    assert [name async for name, _ in response.events()][-1] == "done"
