@@ -6,38 +6,25 @@ followed while it runs, then cancelled from the page.
 
 from __future__ import annotations
 
-import json
+import re
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.harness import shot
-from tests.e2e.test_responses_live import ModelThread
-from tests.serving import ROOT, Serving, serving
+from tests.model_thread import ModelThread, model_fixture, settings_with_model  # noqa: F401 - the fixture
+from tests.serving import Serving, serving
 
 TIMEOUT = 15_000
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[ModelThread]:
-    fake = ModelThread()
-    yield fake
-    fake.close()
 
 
 @pytest.fixture(scope="module")
 def console_server(tmp_path_factory: pytest.TempPathFactory, model: ModelThread) -> Iterator[Serving]:
     """The harness's server, with the fake model behind the ``chat-agents`` workflow."""
     tmp = tmp_path_factory.mktemp("console-model")
-    settings = json.loads((ROOT / "local.settings.sample.json").read_text())
-    settings["Values"].update(
-        CONSOLE_ENABLED="true", OPENAI_BASE_URL=model.server.base_url, OPENAI_API_KEY="sk-fake", OPENAI_MODEL="fake"
-    )
-    (tmp / "local.settings.json").write_text(json.dumps(settings))
-    with serving(tmp, settings=Path(tmp / "local.settings.json")) as server:
+    with serving(tmp, settings=settings_with_model(tmp, model, CONSOLE_ENABLED="true")) as server:
         yield server
 
 
@@ -63,6 +50,7 @@ def test_a_reply_shows_while_the_model_writes_it_and_a_running_run_is_cancelled(
             ["reviewer: reply; user said: Tell me a story"]
         )
         expect(page.locator("#workflow .signature")).not_to_contain_text("unavailable")
+        expect(page.locator("#composer")).not_to_have_class(re.compile(r"\bbusy\b"))  # the thread is drawn again
 
         model.hold()
         page.fill("#composer textarea[name=message]", "And another one")

@@ -7,71 +7,22 @@ long as a test needs: a client drops its stream and resumes it live, or cancels 
 
 from __future__ import annotations
 
-import asyncio
-import json
-import threading
 import time
-from collections.abc import Coroutine, Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterator
 
 import openai
 import pytest
 from openai import OpenAI
 
-from devtools.fake_openai import FakeOpenAI, start_fake_openai
 from tests.adapter.test_responses_api import TERMINAL, check_sequence, dumped
-from tests.serving import ROOT, Serving, serving
-
-HELD = "reviewer:"  # the reviewer's reply is the one the caller sees
-
-
-class ModelThread:
-    """The fake model on an event loop of its own thread (the app runs in another process)."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.server: FakeOpenAI = self.call(start_fake_openai())
-
-    def call(self, work: Coroutine[Any, Any, Any]) -> Any:
-        return asyncio.run_coroutine_threadsafe(work, self.loop).result(timeout=30)
-
-    def hold(self) -> None:
-        async def hold() -> None:
-            self.server.hold_role, self.server.release = HELD, asyncio.Event()
-
-        self.call(hold())
-
-    def release(self) -> None:
-        async def release() -> None:
-            self.server.release.set()
-
-        self.call(release())
-
-    def close(self) -> None:
-        self.call(self.server.close())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[ModelThread]:
-    fake = ModelThread()
-    yield fake
-    fake.close()
+from tests.model_thread import ModelThread, model_fixture, settings_with_model  # noqa: F401 - the fixture
+from tests.serving import Serving, serving
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, model: ModelThread) -> Iterator[Serving]:
     tmp = tmp_path_factory.mktemp("responses-live")
-    settings = json.loads((ROOT / "local.settings.sample.json").read_text())
-    settings["Values"].update(
-        WORKFLOW="chat-agents", OPENAI_BASE_URL=model.server.base_url, OPENAI_API_KEY="sk-fake", OPENAI_MODEL="fake"
-    )
-    (tmp / "settings.json").write_text(json.dumps(settings))
-    with serving(tmp, settings=Path(tmp / "settings.json")) as server:
+    with serving(tmp, settings=settings_with_model(tmp, model, WORKFLOW="chat-agents")) as server:
         yield server
 
 

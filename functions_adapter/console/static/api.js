@@ -43,18 +43,7 @@ export class Api {
   async call(method, path, { body, query, headers } = {}) {
     const url = this.url(path, query);
     const started = performance.now();
-    const init = { method, headers: this.headers(headers), cache: "no-store", credentials: "same-origin" };
-    if (body !== undefined) {
-      init.body = JSON.stringify(body);
-      init.headers["content-type"] = "application/json";
-    }
-    let response;
-    try {
-      response = await fetch(url, init);
-    } catch (error) {
-      this.log(method, url, "network error", null, started);
-      throw new ApiError(0, "network_error", `The app did not answer: ${error.message}`);
-    }
+    const response = await this.fetch(method, url, { headers: this.headers(headers), body }, started);
     const text = await response.text();
     this.log(method, url, response.status, response.headers.get("x-storage-operations"), started);
     const parsed = parse(text);
@@ -66,25 +55,7 @@ export class Api {
   async stream(method, path, { body, onEvent, signal } = {}) {
     const url = this.url(path);
     const started = performance.now();
-    const init = {
-      method,
-      headers: this.headers({ accept: "text/event-stream" }),
-      cache: "no-store",
-      credentials: "same-origin",
-      signal,
-    };
-    if (body !== undefined) {
-      init.body = JSON.stringify(body);
-      init.headers["content-type"] = "application/json";
-    }
-    let response;
-    try {
-      response = await fetch(url, init);
-    } catch (error) {
-      if (error.name === "AbortError") throw error;
-      this.log(method, url, "network error", null, started);
-      throw new ApiError(0, "network_error", `The app did not answer: ${error.message}`);
-    }
+    const response = await this.fetch(method, url, { headers: this.headers({ accept: "text/event-stream" }), body, signal }, started);
     const entry = this.log(method, url, response.status, response.headers.get("x-storage-operations"), started, "SSE");
     if (!response.ok || !(response.headers.get("content-type") || "").startsWith("text/event-stream")) {
       const parsed = parse(await response.text());
@@ -98,6 +69,23 @@ export class Api {
       onEvent(event);
     }, signal);
     return null;
+  }
+
+  /** `fetch`, never cached, a JSON body if there is one; a network failure is logged and
+   * becomes an `ApiError` (an abort stays an abort). */
+  async fetch(method, url, { headers, body, signal }, started) {
+    const init = { method, headers, cache: "no-store", credentials: "same-origin", signal };
+    if (body !== undefined) {
+      init.body = JSON.stringify(body);
+      init.headers["content-type"] = "application/json";
+    }
+    try {
+      return await fetch(url, init);
+    } catch (error) {
+      if (error.name === "AbortError") throw error;
+      this.log(method, url, "network error", null, started);
+      throw new ApiError(0, "network_error", `The app did not answer: ${error.message}`);
+    }
   }
 
   url(path, query) {

@@ -444,7 +444,8 @@ function wire() {
   $("#composer").addEventListener("submit", (event) => {
     event.preventDefault();
     const form = event.currentTarget;
-    if (!view || form.classList.contains("busy")) return;
+    if (!view) return;
+    if (form.classList.contains("busy")) return notify("A turn is still in progress: its reply comes first.");
     const text = form.message.value;
     if (!text.trim() && !view.fork) return notify("Type a message first.");
     form.message.value = "";
