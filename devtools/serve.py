@@ -125,6 +125,8 @@ async def _serve(sock: socket.socket, stop: asyncio.Event) -> None:
             _say(f"Serving {base}/api (function keys are not checked locally, as with func start)")
             if _console_on():
                 _say(f"Console: {base}/api/console")
+            else:
+                _say('Console: off (set "CONSOLE_ENABLED": "true" in local.settings.json to serve it)')
             body = '{"messages": "hello"}'
             _say(f"Try: curl -s {base}/api/runs -H 'content-type: application/json' -d '{body}'")
             _say("Ctrl+C stops everything this started.")

@@ -57,7 +57,7 @@ export function drawLineage(nodes, headId, selectedId, onSelect) {
     if (entry.status === "pending_requests") classes.push("pending");
     const first = entry.turn && entry.turn.in && entry.turn.in.find((m) => m.role === "user");
     const words = first ? first.content : entry.turn && entry.turn.in && !entry.turn.in.length ? "(answer or continue)" : "";
-    const label = `${shortId(id)}${id === headId ? " HEAD" : ""}  ${clip(words, 34)}`;
+    const label = `${shortId(id)}${id === headId ? " HEAD" : ""}  ${clip(words, 28)}`;
     const group = svg(
       "g",
       { class: classes.join(" "), dataset: { checkpointId: id }, tabindex: 0, role: "button" },
