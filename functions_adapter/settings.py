@@ -78,8 +78,7 @@ class Settings:
     queue: QueueTarget | None = None
     # Who may touch a thread: ``module:function`` (functions_adapter/authorization.py).
     thread_authorizer: str | None = None
-    # How long one DELETE /api/threads/{id}, or one run of the housekeeping timer, works
-    # before it answers 202 or records where it stopped; the next call goes on from there.
+    # How long a DELETE /api/threads/{id} or a housekeeping run works before it stops (202, or a mark).
     thread_delete_seconds: float = 20.0
     maintenance_seconds: float = 300.0
     # A turn on an expired thread: "refuse" (410 once) or "restart" ("thread_created": true).
@@ -89,11 +88,10 @@ class Settings:
     callback_url: str | None = None
     callback_allowed_hosts: tuple[str, ...] = ()
     callback_allow_local_http: bool = False
-    # The web console (GET /api/console): off unless set, so off in Azure until turned on.
-    console_enabled: bool = False
     callback_max_attempts: int = 20
     callback_max_seconds: int = 86_400
     callback_retry_schedule: tuple[float, ...] = DEFAULT_RETRY_SCHEDULE
+    console_enabled: bool = False  # GET /api/console: off unless set, so off in Azure
     # Bytes of recently written or read checkpoints kept per instance (0: no cache).
     checkpoint_cache_bytes: int = DEFAULT_CACHE_BYTES
 
