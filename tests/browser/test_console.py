@@ -16,9 +16,9 @@ import urllib.request
 import uuid
 from typing import Any
 
-from playwright.sync_api import Page, Request, expect
+from playwright.sync_api import Page, Request, Route, expect
 
-from tests.browser.harness import shot
+from tests.browser.harness import BrowserErrors, shot
 from tests.serving import Serving
 
 TIMEOUT = 15_000  # ms: a turn, or a background run through the queue, on a busy machine
@@ -222,3 +222,34 @@ def test_a_link_opens_its_thread_and_the_key_stays_in_the_tab(page: Page, consol
     assert other.evaluate("sessionStorage.length") == 0
     other.context.close()
     shot(page, "opened-by-link")
+
+
+def test_a_401_asks_for_the_key_and_the_next_call_carries_it(
+    page: Page, console_url: str, browser_errors: BrowserErrors
+) -> None:
+    """In Azure the API answers 401 without a function key: the page asks for one (it is
+    anonymous itself), keeps it for the tab and sends it. The host's 401 is played here by
+    routing the first listing call; everything else reaches the app."""
+    keys: list[str | None] = []
+    refused: list[bool] = []
+
+    def host(route: Route) -> None:
+        keys.append(route.request.headers.get("x-functions-key"))
+        if not refused:
+            refused.append(True)
+            route.fulfill(status=401, body="")  # what the Functions host sends: no body
+        else:
+            route.continue_()
+
+    page.route("**/api/workflows", host)
+    with browser_errors.provoked(page, "401"):
+        page.goto(console_url)
+    dialog = page.locator("#key-dialog")
+    expect(dialog).to_be_visible()
+    shot(page, "asks-for-the-key")
+    page.fill("#key-dialog input[name=key]", "the-function-key")
+    page.click("#key-dialog button[type=submit]")
+    expect(dialog).to_be_hidden()
+    expect(page.locator("#new-thread select[name=workflow] option")).not_to_have_count(0)
+    assert keys == [None, "the-function-key"]
+    assert "the-function-key" not in page.url
