@@ -58,12 +58,14 @@ async def handle_page(request: Request) -> Response:
 
 
 async def handle_asset(request: Request, name: str) -> Response:
-    return await traced(request, "console/{asset}", lambda: _serve(name, request))
+    return await traced(request, "console/{asset}", lambda: _serve(name, request, page=False))
 
 
-async def _serve(name: str, request: Request) -> Response:
+async def _serve(name: str, request: Request, *, page: bool = True) -> Response:
+    """The page at ``/api/console`` only; the file route serves assets only."""
     settings = load_settings()  # a malformed CONSOLE_ENABLED is 500 server_misconfigured
-    found = files().get(name) if settings.console_enabled and (name == PAGE or _ASSET.fullmatch(name)) else None
+    allowed = name == PAGE if page else _ASSET.fullmatch(name) is not None
+    found = files().get(name) if settings.console_enabled and allowed else None
     if found is None:
         return _secured(error_response(NotFound(f"No function of this app answers GET {request.url.path}.")))
     return _secured(Response(found, media_type=_TYPES[name.rsplit(".", 1)[1]]))

@@ -225,6 +225,7 @@ async def test_the_console_is_served_only_when_it_is_on(host: FunctionHost, monk
         ".hidden.js",
         "x.map",
         "nope.js",
+        "index.html",
     ],
 )
 async def test_only_the_console_s_own_files_are_served(

@@ -42,7 +42,8 @@ def page(page: Page) -> Page:
 
 def run_pytest(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """A pytest of its own on files of this folder, outside this run's CI and worker settings."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_")) and k != "CI"}
+    ours = ("CI", "REQUIRE_BROWSER")  # .ci/run sets both; each case sets what it tests
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_")) and k not in ours}
     clean |= {"COLUMNS": "300", **env}  # COLUMNS: the summary lines whole
     command = [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider", "-rA", "-q"]
     return subprocess.run(command, cwd=ROOT, env=clean, capture_output=True, text=True, timeout=300, check=False)
