@@ -6,8 +6,9 @@ Starts Azurite (unless CHECKPOINT_STORAGE is already set), then drives the regis
 functions in-process exactly as the Functions host would. Each section is headed by the HTTP
 call it makes. Each turn shows what it cost, counted where it happens: blob operations as
 they leave the storage client, workflow runs by the framework's ``workflow.started`` span
-events. Next to it, the upstream two-step pattern (restore run, then message run) is run on
-the same checkpoint and input, its checkpoint reads and writes counted.
+events (on its run span, whatever the installed version names it). Next to it, the upstream
+two-step pattern (restore run, then message run) is run on the same checkpoint and input, its
+checkpoint reads and writes counted.
 
     python examples/three_turns.py
 """
@@ -19,13 +20,14 @@ import json
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent_framework import InMemoryCheckpointStorage, Message, WorkflowCheckpoint
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -35,6 +37,7 @@ from devtools.op_counter import OperationCounter
 from devtools.queue_runner import QueueRunner
 from functions_adapter.settings import Settings
 from functions_adapter.wiring import build_service, container_for
+from resumable.base.tracing import WORKFLOW_STARTED_EVENT, is_workflow_run_span
 from resumable.storage import clients as storage_client
 from resumable.storage.clients import close_all
 from resumable.storage.run_queue import close_all as close_queues
@@ -57,13 +60,17 @@ class Meter:
         self.spans.clear()
 
     def runs(self) -> int:
-        """The framework's ``started`` events, one per ``workflow.run`` (a span event)."""
-        spans = [s for s in self.spans.get_finished_spans() if s.name == "workflow.run"]
-        return sum(1 for s in spans for e in s.events if e.name == "workflow.started")
+        return count_runs(self.spans.get_finished_spans())
 
     def storage(self) -> str:
         counts = self.ops.counts
         return " + ".join(f"{counts[m]} {m}" for m in ("GET", "HEAD", "PUT", "DELETE") if counts[m]) or "none"
+
+
+def count_runs(spans: Sequence[ReadableSpan]) -> int:
+    """The framework's ``started`` events, one per workflow run (an event on its run span)."""
+    runs = [s for s in spans if is_workflow_run_span(s.name)]
+    return sum(1 for s in runs for e in s.events if e.name == WORKFLOW_STARTED_EVENT)
 
 
 def heading(call: str, body: dict | None = None) -> None:

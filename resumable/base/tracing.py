@@ -2,9 +2,13 @@
 
 The request is one trace: a SERVER span per HTTP call (continuing an inbound W3C
 ``traceparent``), ``checkpoint.load`` and ``checkpoint.save`` beneath it, and the
-framework's own ``workflow.run`` span, which starts while the server span is current.
+framework's own workflow run span, which starts while the server span is current.
 Spans go to whatever tracer provider is configured (``telemetry.configure``); with
 none, they cost next to nothing.
+
+The framework names its run span after its own constant, and that name changed: up to 1.23
+``workflow.run``, from 1.26 ``invoke_workflow`` followed by the workflow's name when it has
+one. ``is_workflow_run_span`` is how the tests and the demo find it on every supported version.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from agent_framework.observability import OtelAttr
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
@@ -24,7 +29,17 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from .version import __version__
 
 tracer = trace.get_tracer("resumable", __version__)
+# The installed framework's name for a workflow run's span ("workflow.run" or "invoke_workflow").
+WORKFLOW_RUN_SPAN = str(OtelAttr.WORKFLOW_RUN_SPAN.value)
+# The span event each run adds when it starts: one per run, on every supported version.
+WORKFLOW_STARTED_EVENT = str(OtelAttr.WORKFLOW_STARTED.value)
 _request_id: ContextVar[str | None] = ContextVar("request_id", default=None)
+
+
+def is_workflow_run_span(name: str) -> bool:
+    """Whether a span of this name is a workflow run: the framework's constant, alone or
+    followed by the workflow's name (1.26 appends it)."""
+    return name == WORKFLOW_RUN_SPAN or name.startswith(f"{WORKFLOW_RUN_SPAN} ")
 
 
 def request_id() -> str | None:

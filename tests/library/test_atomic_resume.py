@@ -13,6 +13,7 @@ from resumable.base.errors import (
     PendingRequestsOutstanding,
     WorkflowFailed,
 )
+from resumable.base.tracing import is_workflow_run_span
 from resumable.core.resume import TurnInput, prepare_run
 from tests import recording_workflow
 from workflows import default_conversation
@@ -43,7 +44,7 @@ async def test_resume_with_input_is_one_run_with_one_started_event_and_one_span(
     types = [e.type for e in events]
     assert types[0] == "started", "hydration must not emit anything before the run starts"
     assert types.count("started") == 1
-    run_spans = [s for s in spans.get_finished_spans() if s.name == "workflow.run"]
+    run_spans = [s for s in spans.get_finished_spans() if is_workflow_run_span(s.name)]
     assert len(run_spans) == 1
     assert recording_workflow.CALLS[-3:] == [("head", "two"), ("middle", "two"), ("tail", "two")]
     assert second.previous_checkpoint_id == first.checkpoint_id
