@@ -1,21 +1,43 @@
-"""Every use of a private Agent Framework API, in one module.
+"""Every use of a private Agent Framework API, in one module, and the versions it was checked on.
 
-Agent Framework 1.23.0 has no public way to (a) restore a checkpoint the caller
-already holds into a workflow before a run, or (b) encode and decode checkpoint
-values outside its file storage. The atomic resume needs both. Decoding is ours
-(``resumable/checkpoint_codec.py``): the framework's restricted unpickler admits
-``builtins:type``, which is enough to run code, so only its encoder is used. The names below are
-the framework's own: its sub-workflow executor uses ``restore_checkpoint`` and its
-``FileCheckpointStorage`` uses the codec functions.
+Agent Framework (every version from ``OLDEST_SUPPORTED`` to ``NEWEST_SUPPORTED``) has no public
+way to (a) restore a checkpoint the caller already holds into a workflow before a run, or (b)
+encode and decode checkpoint values outside its file storage. The atomic resume needs both.
+Decoding is ours (``resumable/checkpoints/codec.py``): the framework's restricted unpickler
+admits ``builtins:type`` up to 1.23.0, and in every supported version has no size budget and
+admits every ``agent_framework.*`` and ``openai.types.*`` class, so only its encoder is used. The
+names below are the framework's own: its sub-workflow executor uses ``restore_checkpoint`` and
+its ``FileCheckpointStorage`` uses the codec functions.
 
 ``tests/library/test_af_contract.py`` pins the behaviour relied on here; when an upgrade
 changes it, those tests fail with a message that says what to look at.
+
+When the framework accepts a checkpoint and new input in one public call (upstream #7863;
+#8522 proposes ``Workflow.run(checkpoint=...)``), ``test_one_public_call_takes_a_checkpoint_and_new_input``
+in that file fails (it pins that no such call exists), and the switch is this module and its one
+caller, ``resumable/core/resume.py``:
+
+- ``PreparedRun._start`` passes the decoded checkpoint with the messages or responses to that
+  one ``run(...)``; ``prepare_run`` no longer calls ``hydrate`` or ``has_in_flight_messages``.
+  ``validate_checkpoint`` (workflow name, graph signature, pending requests, in-flight status)
+  reads only the checkpoint and stays: a changed graph is still a 409 before anything runs.
+- A restore the framework itself refuses then fails inside the run, after its ``started``
+  event: ``PreparedRun.events`` must map that failure to ``CheckpointIncompatible`` instead of
+  ``WorkflowFailed``.
+- ``validate_responses`` checks answers against a hydrated workflow's pending requests: it
+  goes (and a wrong answer fails inside the run, as above) only if the public call checks
+  answers before it starts; otherwise ``hydrate`` stays for answer turns alone.
+- ``share_executor_states``, ``unlink_handlers``, ``encode_checkpoint_value`` and
+  ``executor_states`` are not about the one-run resume and stay as they are.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+import re
 import weakref
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any
 
 from agent_framework import (
@@ -30,14 +52,52 @@ from agent_framework import (
     WorkflowEventSource,
     WorkflowMessage,
 )
-from agent_framework._workflows._checkpoint_encoding import (  # private: no public export in 1.23.0
+from agent_framework._workflows._checkpoint_encoding import (  # private: no public export up to 1.26.0
     encode_checkpoint_value as _encode_checkpoint_value,
 )
 from agent_framework._workflows._const import EXECUTOR_STATE_KEY  # private: where executor states live
 from agent_framework._workflows._runner_context import MessageType  # private: WorkflowMessage.type's enum
 from agent_framework._workflows._state import State  # private: the runner's superstep state, not exported
 
-AGENT_FRAMEWORK_VERSION = "1.23.0"
+# The supported range of agent-framework-core, both ends included: the versions whose private
+# calls (below) and checkpoint format were verified. The newest is the lock's pin
+# (requirements.in); the oldest is what CI's 3.11 pass installs over the lock
+# (scripts/try-framework.sh). tests/library/test_af_contract.py holds both ends to those files.
+OLDEST_SUPPORTED = "1.23.0"
+NEWEST_SUPPORTED = "1.26.0"
+FRAMEWORK_DISTRIBUTION = "agent-framework-core"
+
+
+@lru_cache(maxsize=1)
+def installed_framework_version() -> str:
+    """The installed agent-framework-core's version, as its package metadata says."""
+    return importlib.metadata.version(FRAMEWORK_DISTRIBUTION)
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """A version's release numbers (``1.26.0rc1`` -> ``(1, 26, 0)``): enough to order them."""
+    match = re.match(r"\d+(?:\.\d+)*", version.strip())
+    if match is None:
+        raise ValueError(f"not a version: {version!r}")
+    numbers = [int(part) for part in match.group().split(".")]
+    return tuple(numbers + [0] * (3 - len(numbers)))
+
+
+def is_supported_framework(version: str) -> bool:
+    """Whether ``version`` is inside the supported range, both ends included."""
+    return _release(OLDEST_SUPPORTED) <= _release(version) <= _release(NEWEST_SUPPORTED)
+
+
+def framework_version_problem(version: str) -> str | None:
+    """What is wrong with running on ``version``, or None inside the supported range."""
+    if is_supported_framework(version):
+        return None
+    return (
+        f"{FRAMEWORK_DISTRIBUTION} {version} is installed, outside the supported range "
+        f"{OLDEST_SUPPORTED} to {NEWEST_SUPPORTED}: the resume's private calls and the checkpoint "
+        "format are unverified on it (install the lock, requirements.txt)"
+    )
+
 
 # The framework classes its checkpoints pickle: messages and their content, agent
 # responses, pending request events, and the runner's own message envelope. Found by

@@ -11,7 +11,9 @@ import gc
 import importlib.metadata
 import inspect
 import pickle
+import re
 import weakref
+from pathlib import Path
 
 import pytest
 from agent_framework import InMemoryCheckpointStorage, Message, WorkflowCheckpoint
@@ -21,16 +23,38 @@ from resumable.checkpoints import af_internals, pickle_guard
 from resumable.checkpoints.codec import FRAMEWORK_TYPE_KEYS
 from resumable.checkpoints.pickle_guard import PickleLimits
 from tests import recording_workflow
-from tests.pickle_gadgets import Call
+from tests.pickle_gadgets import Call, huge_range, nested_shared_references
 from workflows import default_conversation
 
+ROOT = Path(__file__).resolve().parents[2]
+INSTALLED = importlib.metadata.version("agent-framework-core")
 
-def test_pinned_framework_version_is_installed() -> None:
-    installed = importlib.metadata.version("agent-framework-core")
-    assert installed == af_internals.AGENT_FRAMEWORK_VERSION, (
-        f"agent-framework-core {installed} is installed but af_internals was checked against "
-        f"{af_internals.AGENT_FRAMEWORK_VERSION}; re-read the private calls it makes, then update the pin."
+
+def test_the_installed_framework_is_in_the_supported_range() -> None:
+    assert af_internals.installed_framework_version() == INSTALLED
+    assert af_internals.is_supported_framework(INSTALLED), (
+        f"agent-framework-core {INSTALLED} is installed but af_internals was checked against "
+        f"{af_internals.OLDEST_SUPPORTED} to {af_internals.NEWEST_SUPPORTED}; re-read the private calls "
+        "it makes and run these tests on it, then move the range."
     )
+
+
+def test_the_lock_pins_the_newest_supported_version() -> None:
+    """The range's newest end is the lock's pin: moving one without the other fails here."""
+    pins = re.findall(r"^agent-framework-core==(\S+)", (ROOT / "requirements.in").read_text(), re.MULTILINE)
+    assert pins == [af_internals.NEWEST_SUPPORTED]
+
+
+@pytest.mark.parametrize(
+    ("version", "supported"),
+    [("1.22.0", False), ("1.23.0", True), ("1.24.1", True), ("1.26.0", True), ("1.26.1", False),
+     ("1.27.0rc1", False), ("2.0.0", False), ("1.26", True)],
+)  # fmt: skip
+def test_the_range_includes_both_ends_and_nothing_outside(version: str, supported: bool) -> None:
+    """Checked against the range as declared today (1.23.0 to 1.26.0)."""
+    assert (af_internals.OLDEST_SUPPORTED, af_internals.NEWEST_SUPPORTED) == ("1.23.0", "1.26.0")
+    assert af_internals.is_supported_framework(version) is supported
+    assert (af_internals.framework_version_problem(version) is None) is supported
 
 
 def test_runner_restore_checkpoint_is_an_async_method_taking_a_checkpoint() -> None:
@@ -46,6 +70,37 @@ def test_run_still_refuses_message_with_checkpoint_id() -> None:
     workflow = recording_workflow.build()
     with pytest.raises(ValueError, match="Cannot provide both 'message' and 'checkpoint_id'"):
         workflow.run([Message(role="user", contents=["x"])], checkpoint_id="abc")
+
+
+async def test_one_public_call_takes_a_checkpoint_and_new_input() -> None:
+    """Pins that no public call restores a checkpoint and applies new input in one run, which is
+    why ``af_internals.hydrate`` exists. Tried the ways upstream has discussed (#7863: a message
+    with ``checkpoint_id`` and storage; #8522: ``run(checkpoint=...)``), with a real checkpoint.
+    When this fails, one of them works: follow "When the framework accepts a checkpoint" in
+    ``resumable/checkpoints/af_internals.py``'s docstring."""
+    storage = InMemoryCheckpointStorage()
+    first = recording_workflow.build()
+    await first.run([Message(role="user", contents=["one"])], checkpoint_storage=storage)
+    checkpoint_id = first.get_last_checkpoint_id()
+    checkpoint = await storage.load(checkpoint_id)
+    attempts = {
+        "run(message, checkpoint_id=..., checkpoint_storage=...)": {
+            "checkpoint_id": checkpoint_id,
+            "checkpoint_storage": storage,
+        },
+        "run(message, checkpoint=...)": {"checkpoint": checkpoint},
+    }
+    accepted = []
+    for call, kwargs in attempts.items():
+        workflow = recording_workflow.build()
+        try:
+            result = await workflow.run([Message(role="user", contents=["two"])], **kwargs)
+        except (TypeError, ValueError):
+            continue  # refused: an unknown keyword, or message and checkpoint together
+        if workflow.get_start_executor().seen == 2 and [e.type for e in result].count("started") == 1:
+            accepted.append(call)
+    assert accepted == [], f"the framework now resumes and applies input in one public call: {accepted}"
+    assert "checkpoint" not in inspect.signature(recording_workflow.build().run).parameters
 
 
 async def test_hydrate_then_fresh_message_runs_once_and_continues_state() -> None:
@@ -85,22 +140,51 @@ def test_codec_round_trips_and_pickles_non_json_values() -> None:
     assert pickle_guard.restricted_loads(pickled, allowlist) == (1, 2)
 
 
-def test_framework_unpickler_still_admits_builtins_type() -> None:
-    """Pinned so an upgrade that changes it is noticed. 1.23.0's restricted unpickler
-    lets a pickle call ``type(...)`` (and any ``agent_framework.*`` class): enough to
-    run code through a pydantic base. That is why the app decodes with
-    ``resumable/checkpoints/pickle_guard.py`` and not with the framework's decoder. If this fails,
-    upstream changed its allowlist: keep our scan, but re-read docs/security.md (Checkpoints)
-    and the comment on ``af_internals.CHECKPOINT_DATA_TYPES``."""
+def _framework_decode(pickled: bytes, type_key: str) -> object:
+    """The framework's own decoder, on one envelope that claims ``type_key``."""
     from agent_framework._workflows._checkpoint_encoding import decode_checkpoint_value
 
+    envelope = {"__pickled__": base64.b64encode(pickled).decode(), "__type__": type_key}
+    return decode_checkpoint_value(envelope, allowed_types=frozenset())
+
+
+# What each supported version's restricted unpickler does with a pickle that calls three-argument
+# ``type(...)``: 1.23.0 builds the class (enough to run code through a pydantic base), 1.26.0
+# refuses it. A version in the range but not listed here fails the test below until it is checked.
+BUILTINS_TYPE_BUILDS_A_CLASS = {"1.23.0": True, "1.26.0": False}
+
+
+def test_framework_unpickler_and_builtins_type_as_each_version_does() -> None:
+    """Pinned per version so an upgrade that changes it is noticed. Either way the app decodes
+    with ``resumable/checkpoints/pickle_guard.py``, not the framework's decoder: no version in the
+    range has a size budget (the next test). If this fails, re-read docs/security.md
+    (Checkpoints) and the comment on ``af_internals.CHECKPOINT_DATA_TYPES``."""
+    assert INSTALLED in BUILTINS_TYPE_BUILDS_A_CLASS, f"check {INSTALLED}'s unpickler, then add it above"
     made = pickle.dumps(Call(type, "Made", (), {}))
-    decoded = decode_checkpoint_value(
-        {"__pickled__": base64.b64encode(made).decode(), "__type__": "builtins:type"}, allowed_types=frozenset()
-    )
-    assert isinstance(decoded, type) and decoded.__name__ == "Made", (
-        "the framework's restricted unpickler no longer calls builtins:type; see this test's docstring"
-    )
+    if BUILTINS_TYPE_BUILDS_A_CLASS[INSTALLED]:
+        decoded = _framework_decode(made, "builtins:type")
+        assert isinstance(decoded, type) and decoded.__name__ == "Made", (
+            f"{INSTALLED}'s restricted unpickler no longer calls builtins:type; see this test's docstring"
+        )
+    else:
+        with pytest.raises(WorkflowCheckpointException):
+            _framework_decode(made, "builtins:type")
+
+
+def test_framework_unpickler_has_no_size_budget() -> None:
+    """On every supported version the framework's decoder loads what our scan refuses for its
+    size: shared references nested 20 deep (2**20 leaves to anything that walks them, about 300
+    bytes) and ``list(range(3_000_000))`` in about 60 bytes."""
+    allowlist = pickle_guard.Allowlist.of(())
+    for pickled, loaded in (
+        (nested_shared_references(), lambda value: isinstance(value, list) and len(value) == 2),
+        (huge_range(), lambda value: isinstance(value, list) and len(value) == 3_000_000),
+    ):
+        assert loaded(_framework_decode(pickled, "builtins:list")), (
+            "the framework's decoder refused a bomb: re-read docs/security.md"
+        )
+        with pytest.raises(pickle_guard.UnsafePickle):
+            pickle_guard.scan(pickled, allowlist, pickle_guard.ScanBudget.for_checkpoint(len(pickled), PickleLimits()))
 
 
 class _Recorder:
