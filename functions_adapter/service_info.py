@@ -1,6 +1,6 @@
 """The routes about the app itself: ``/api/health`` and ``/api/openapi.json``; and the
-start-up check that finds a bad ``WORKFLOW`` when the host indexes the app, not at the
-first request.
+start-up checks that find a bad ``WORKFLOW``, or an Agent Framework outside the supported
+range, when the host indexes the app, not at the first request.
 
 The OpenAPI document is data (``openapi.json`` beside this module), read once: the
 routes are Azure Functions triggers, so no web framework could derive it, and
@@ -23,7 +23,7 @@ from functions_adapter.request_trace import traced
 from functions_adapter.settings import SettingsError
 from functions_adapter.wiring import workflow_spec
 from resumable import __version__
-from resumable.checkpoints.af_internals import AGENT_FRAMEWORK_VERSION
+from resumable.checkpoints import af_internals
 
 logger = logging.getLogger(__name__)
 DOCUMENT = Path(__file__).with_name("openapi.json")
@@ -54,7 +54,12 @@ def workflow_problem() -> str | None:
 
 def check_at_startup() -> bool:
     """Log an error now if ``WORKFLOW`` is bad (every run would answer 500
-    ``server_misconfigured``); True when it loads."""
+    ``server_misconfigured``), and a warning if the installed Agent Framework is outside the
+    supported range (runs are tried: the contract tests, not this check, say what broke);
+    True when the workflow loads."""
+    framework = af_internals.framework_version_problem(af_internals.installed_framework_version())
+    if framework is not None:
+        logger.warning("Unsupported Agent Framework at start-up: %s.", framework)
     problem = workflow_problem()
     if problem is not None:
         logger.error("Configuration error at start-up: %s. Runs will answer 500 server_misconfigured.", problem)
@@ -62,14 +67,18 @@ def check_at_startup() -> bool:
 
 
 async def handle_health() -> Response:
-    """``GET /api/health``: liveness, versions, and the settings that keep runs from working
-    (by name; the reason is in the logs). Touches no storage, and logs no request line:
-    probes call it every few seconds."""
+    """``GET /api/health``: liveness, versions (the Agent Framework installed, and whether it
+    is in the supported range), and the settings that keep runs from working (by name; the
+    reason is in the logs). Touches no storage, and logs no request line: probes call it
+    every few seconds."""
     misconfigured = [] if workflow_problem() is None else ["WORKFLOW"]
+    framework = af_internals.installed_framework_version()
     body = {
         "status": "misconfigured" if misconfigured else "ok",
         "version": __version__,
-        "agent_framework": AGENT_FRAMEWORK_VERSION,
+        "agent_framework": framework,
+        "agent_framework_supported": af_internals.is_supported_framework(framework),
+        "agent_framework_range": f"{af_internals.OLDEST_SUPPORTED} to {af_internals.NEWEST_SUPPORTED}",
         "misconfigured": misconfigured,
     }
     return json_response(body)

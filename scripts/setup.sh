@@ -7,6 +7,8 @@
 #   scripts/setup.sh --no-iac   # without checkov and Chromium: enough for the demo, func start, the benchmark
 #   PYTHON=/path/to/python3.11 scripts/setup.sh   # use this interpreter instead of searching
 #   VENV=.venv-3.11 scripts/setup.sh              # build the app's venv there instead of .venv
+#   AGENT_FRAMEWORK_CORE_VERSION=1.23.0 VENV=.venv-af scripts/setup.sh   # that core over the lock
+#                                                    (scripts/try-framework.sh sets both)
 #   scripts/setup.sh --which-python               # print the interpreter it would use; install nothing
 #
 # The browser tests (tests/browser/) drive Debian's Chromium with Playwright (from the lock;
@@ -233,12 +235,15 @@ print(digest.hexdigest())
 PY
 }
 
-# ensure_venv DIR REQUIREMENTS [CONSTRAINTS]: a hashed lock (requirements-dev.txt) needs no
+# ensure_venv DIR REQUIREMENTS [CONSTRAINTS [EXTRA]]: a hashed lock (requirements-dev.txt) needs no
 # constraints; pip checks every file against its hash and refuses anything the lock lacks.
+# EXTRA, a requirement installed over the lock (another agent-framework-core), is in the stamp:
+# a venv built with another EXTRA, or none, is rebuilt; one built with this one is left alone.
 ensure_venv() {
-  local dir=$1 requirements=$2 constraints=${3:-}
+  local dir=$1 requirements=$2 constraints=${3:-} extra=${4:-}
   local want built stamp_file="$dir/.setup-stamp"
   want="python $python_version $python_base"$'\n'"files $(fingerprint "$requirements" ${constraints:+"$constraints"})"
+  [ -z "$extra" ] || want+=$'\n'"over the lock: $extra"
   built=$(describe_python "$dir/bin/python")
   if [ ! -e "$dir" ]; then
     echo "Creating $dir with Python $python_version."
@@ -255,7 +260,7 @@ ensure_venv() {
     # Built by an older setup.sh with this same interpreter: bring it in line, keep it.
     echo "Updating $dir: no record of what it was built from; installing the pinned set into it."
   elif [ "$(cat "$stamp_file")" != "$want" ]; then
-    echo "Rebuilding $dir: $requirements${constraints:+ or $constraints} changed since it was built."
+    echo "Rebuilding $dir: $requirements${constraints:+ or $constraints}${extra:+ or $extra over it} changed since it was built."
     rm -rf "$dir"
   else
     echo "$dir is up to date."
@@ -263,6 +268,10 @@ ensure_venv() {
   fi
   [ -e "$dir" ] || "$python_exe" -m venv "$dir"
   "$dir/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements" ${constraints:+-c "$constraints"}
+  if [ -n "$extra" ]; then
+    echo "Installing $extra into $dir, over the lock."
+    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check "$extra"
+  fi
   printf '%s\n' "$want" >"$stamp_file"
 }
 
@@ -297,5 +306,6 @@ if [ "$with_iac" = 1 ]; then
 fi
 # The app's venv, from the dev lock: the runtime's exact versions (requirements.txt is
 # compiled under it by scripts/lock.sh) plus the test tools.
-ensure_venv "${VENV:-.venv}" requirements-dev.txt
+ensure_venv "${VENV:-.venv}" requirements-dev.txt "" \
+  ${AGENT_FRAMEWORK_CORE_VERSION:+"agent-framework-core==$AGENT_FRAMEWORK_CORE_VERSION"}
 finish_jobs

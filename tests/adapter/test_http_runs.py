@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 from typing import Any
 
@@ -356,7 +357,7 @@ async def test_health_needs_no_storage(host: FunctionHost, monkeypatch: pytest.M
     assert response.status == 200
     body = await response.json()
     assert body["status"] == "ok"
-    assert body["agent_framework"] == "1.23.0"
+    assert body["agent_framework"] == importlib.metadata.version("agent-framework-core")
 
 
 def test_routes_and_auth_levels_are_registered_as_documented(host: FunctionHost) -> None:

@@ -63,8 +63,9 @@ def _path_without(tmp_path: Path, hidden: set[str], extra: dict[str, str] | None
 
 
 def _setup(project: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    # The scratch project's own .venv: not the one a CI pass chose with VENV for itself.
-    env = {k: v for k, v in env.items() if k != "VENV"}
+    # The scratch project's own .venv from its own lock: not the venv or the framework version
+    # a CI pass (scripts/try-framework.sh) chose for itself.
+    env = {k: v for k, v in env.items() if k not in ("VENV", "AGENT_FRAMEWORK_CORE_VERSION")}
     return subprocess.run(
         ["bash", "scripts/setup.sh", *args],
         cwd=project,
