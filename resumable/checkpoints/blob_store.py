@@ -275,5 +275,15 @@ class BlobCheckpointStorage:
         return [await self.load(cid) for cid in await self.list_checkpoint_ids(workflow_name=workflow_name)]
 
     async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        """The newest checkpoint by timestamp (the writer's clock). Two can tie; then, as the
+        framework's own storages do from 1.26, a tied one that another names as its parent is
+        superseded, and among the rest the highest ID wins: the same answer whatever the
+        listing order. Nothing in this library calls it (threads follow their head pointer);
+        the framework's two-step pattern may."""
         infos = await self.list_infos(workflow_name=workflow_name)
-        return await self.load(infos[-1].checkpoint_id) if infos else None
+        if not infos:
+            return None
+        tied = [info for info in infos if info.timestamp == infos[-1].timestamp]
+        parents = {info.previous_checkpoint_id for info in tied}
+        leaves = [info for info in tied if info.checkpoint_id not in parents] or tied
+        return await self.load(max(leaves, key=lambda info: info.checkpoint_id).checkpoint_id)

@@ -160,3 +160,23 @@ def test_the_blob_store_is_the_library_s_narrow_checkpoint_store() -> None:
     assert issubclass(BlobCheckpointStorage, CheckpointStore)
     members = {name for name in vars(CheckpointStore) if not name.startswith("_")}
     assert members == {"save", "load", "delete", "get_info", "info_page"}
+
+
+async def test_get_latest_breaks_a_timestamp_tie_by_lineage_then_by_the_highest_id(store) -> None:
+    """Two checkpoints can carry the same timestamp (the writers' clocks, microseconds). On a tie
+    ``get_latest`` answers as the framework's own storages do from 1.26: a checkpoint another
+    tied one names as its parent is superseded; among the rest, the highest ID. Before, it
+    answered whichever the listing (name order) put last: here the parent."""
+    parent, child, other = [await make_checkpoint() for _ in range(3)]
+    parent.checkpoint_id, child.checkpoint_id = "ffff-parent", "0000-child"
+    child.previous_checkpoint_id = parent.checkpoint_id
+    child.timestamp = parent.timestamp
+    for checkpoint in (parent, child):
+        await store.save(checkpoint)
+    latest = await store.get_latest(workflow_name=recording_workflow.NAME)
+    assert latest is not None and latest.checkpoint_id == "0000-child"
+
+    other.checkpoint_id, other.timestamp = "7777-unrelated", parent.timestamp
+    await store.save(other)
+    latest = await store.get_latest(workflow_name=recording_workflow.NAME)
+    assert latest is not None and latest.checkpoint_id == "7777-unrelated"  # two leaves: the higher ID
