@@ -13,7 +13,7 @@ import json
 import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response
 
-from functions_adapter import service_info, telemetry, webhooks
+from functions_adapter import request_trace, service_info, telemetry, webhooks
 from functions_adapter.api import routes
 from functions_adapter.mcp import contract as mcp
 
@@ -285,7 +285,7 @@ async def get_workflow(req: Request) -> Response:
 @app.route(route="health", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 async def health(req: Request) -> Response:
     """Liveness probe; anonymous, touches no storage; names a setting that keeps runs from working."""
-    return await service_info.handle_health()
+    return await request_trace.untraced(service_info.handle_health)
 
 
 @app.route(route="openapi.json", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)

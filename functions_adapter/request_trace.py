@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -104,13 +105,26 @@ async def traced(
     with trace.use_span(span, end_on_exit=False), operation_count.counting() as operations:
         record = RequestTrace(span, route, tracing.new_request_id(span), request.method)
         response, error = await guarded(f"{request.method} {route}", handler, render_error)
-    response.headers["x-request-id"] = record.request_id
-    # No answer is ever cached: each one is about data that changes (docs/console.md).
-    response.headers.setdefault("cache-control", "no-store")
-    if not isinstance(response, StreamingResponse):  # a stream's headers leave before its work
-        response.headers["x-storage-operations"] = str(operations.total)
+    _answer_headers(response, record.request_id, operations.total)
     if isinstance(response, StreamingResponse):
         response.body_iterator = record.finish_after(response.body_iterator)
     else:
         record.finish(response.status_code, error)
     return response
+
+
+async def untraced(handler: Handler) -> Response:
+    """Run a handler probes call every few seconds (``/api/health``): no span and no log
+    line, but the headers every answer carries (docs/api.md), its own request ID among them."""
+    with operation_count.counting() as operations:
+        response, _ = await guarded("untraced request", handler)
+    _answer_headers(response, uuid.uuid4().hex, operations.total)
+    return response
+
+
+def _answer_headers(response: Response, request_id: str, operations: int) -> None:
+    response.headers["x-request-id"] = request_id
+    # No answer is ever cached: each one is about data that changes (docs/console.md).
+    response.headers.setdefault("cache-control", "no-store")
+    if not isinstance(response, StreamingResponse):  # a stream's headers leave before its work
+        response.headers["x-storage-operations"] = str(operations)

@@ -32,6 +32,7 @@ from resumable.base.errors import CheckpointNotFound, InvalidRequest, RequestInP
 from resumable.threads.admin import Metadata, ThreadMetadata
 from resumable.threads.delete import delete_thread
 from resumable.threads.listing import validate_prefix
+from resumable.threads.metadata_update import update_unless_deleted
 from resumable.threads.pointers import ThreadHead, expired
 from resumable.threads.transcript import ThreadMessage, messages_page
 
@@ -164,8 +165,14 @@ async def _update(request: Request, conversation_id: str) -> Response:
     if "metadata" not in data:
         raise with_param(InvalidRequest("Send the conversation's new 'metadata'."), "metadata")
     values = _metadata(data["metadata"])
-    _, head = await _existing(request, settings, conversation_id)
-    written = await ThreadMetadata(container_for(settings)).put(conversation_id, values, if_match=None)
+    read, head = await _existing(request, settings, conversation_id)
+    pointers = build_service(settings).pointers
+    try:
+        written = await update_unless_deleted(
+            container_for(settings), pointers, conversation_id, values, read=read, head=head
+        )
+    except ThreadNotFound:  # deleted, or being deleted, since it was read
+        raise ConversationNotFound(f"No conversation has the ID '{conversation_id}'.") from None
     return json_response(conversation(conversation_id, written, head))
 
 

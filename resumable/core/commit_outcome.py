@@ -69,7 +69,8 @@ class CommitOutcome:
     __call__ = before_commit
 
     def not_committed(self) -> None:
-        """The runner knows the commit was never attempted (a thread turn's save failed)."""
+        """The runner knows nothing committed (a thread turn's save failed, or no write of the
+        commit reached storage: ``storage.failures.never_sent``)."""
         self._withdrawn = True
 
     async def succeeded(self, body: bytes) -> None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import AsyncExitStack, aclosing
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import AsyncExitStack, aclosing, contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -20,6 +20,7 @@ from ..base.errors import ResumeError, WorkflowFailed
 from ..base.tracing import RequestScope, within
 from ..checkpoints import af_internals
 from ..checkpoints.blob_store import BlobCheckpointStorage
+from ..storage.failures import watching_writes
 from ..threads.pointers import ThreadPointers
 from ..threads.transcript import TRANSCRIPT, transcript
 from .catalog import WorkflowCatalog, WorkflowRef, migrate
@@ -87,8 +88,24 @@ Event = tuple[str, dict[str, Any]]
 # last moment to refuse the commit. What it returns is added to the checkpoint's metadata
 # (an idempotency claim's response, when the checkpoint itself records the commit).
 CommitHook = Callable[..., Awaitable[Mapping[str, Any] | None]]
-# A hook may also have ``not_committed()``: told when a thread turn's checkpoint save failed,
-# so the turn is known not to have committed (its commit is the pointer swap, never reached).
+# A hook may also have ``not_committed()``: told when the call is known not to have committed
+# (a thread turn's checkpoint save failed, so its pointer swap never ran; or the commit failed
+# with none of its writes reaching storage).
+
+
+@contextmanager
+def _withdrawn_on_failure(before_commit: CommitHook | None, *, before_the_commit: bool) -> Iterator[None]:
+    """Tell the hook (``not_committed``) that a failed step committed nothing: any failure
+    of a step before the commit point, or of the commit when none of its writes reached
+    storage. Otherwise whether it committed is for the hook to find out."""
+    with watching_writes() as writes:
+        try:
+            yield
+        except BaseException:
+            withdraw = getattr(before_commit, "not_committed", None)
+            if callable(withdraw) and (before_the_commit or writes.none_reached_storage):
+                withdraw()
+            raise
 
 
 class WorkflowSource(Protocol):
@@ -189,15 +206,14 @@ class RunService:
             carried = await before_commit(saved.checkpoint_id, thread_id, rendered, stamp=saved.timestamp)
             if carried:
                 saved.metadata = {**saved.metadata, **carried}
-        try:
+        # A thread turn's save comes before its commit (the pointer swap); a run without a
+        # thread commits by its save. Either step that failed with none of its writes
+        # reaching storage (``failures.never_sent``) committed nothing.
+        with _withdrawn_on_failure(before_commit, before_the_commit=head is not None):
             await self.store.save(saved, thread_id=thread_id, replaced_head=head.replaced_head if head else None)
-        except BaseException:
-            withdraw = getattr(before_commit, "not_committed", None)
-            if head is not None and callable(withdraw):
-                withdraw()
-            raise
         if head is not None:
-            await head.after_save(saved.checkpoint_id)
+            with _withdrawn_on_failure(before_commit, before_the_commit=False):
+                await head.after_save(saved.checkpoint_id)
         return body, rendered
 
     async def is_committed(self, checkpoint_id: str, thread_id: str | None) -> bool:

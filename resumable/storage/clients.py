@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import operation_count
+from . import failures, operation_count
 
 if TYPE_CHECKING:  # the storage SDK loads on first use, not at import (cold start)
     from azure.storage.blob.aio import BlobServiceClient, ContainerClient
@@ -42,12 +42,15 @@ transport_hook: Callable[[str], Any] | None = None
 
 
 class ForgetsRetriedErrors:
-    """Mixed into the SDK's retry policy: its history keeps each retried attempt's error,
-    and the error's traceback holds the retry loop's frame, which holds the history. That
-    cycle kept the whole calling stack (a run's workflow and checkpoint) alive until the
-    cycle collector ran. Nothing reads a history entry's error, so it is not kept."""
+    """Mixed into the SDK's retry policy, which sees every failed attempt: it reports each
+    to ``failures`` (was it sent?), then forgets it. The policy's history keeps each retried
+    attempt's error, and the error's traceback holds the retry loop's frame, which holds the
+    history. That cycle kept the whole calling stack (a run's workflow and checkpoint) alive
+    until the cycle collector ran. Nothing reads a history entry's error, so it is not kept."""
 
     def increment(self, settings: dict[str, Any], *args: Any, **kwargs: Any) -> bool:
+        if kwargs.get("error") is not None:  # each failed attempt, retried or not
+            failures.attempt_failed(kwargs.get("request"), kwargs["error"])
         try:
             return super().increment(settings, *args, **kwargs)  # type: ignore[misc]
         finally:
@@ -92,6 +95,7 @@ def counted_hook() -> Callable[[Any], None]:
 
     def hook(request: Any) -> None:
         operation_count.note(request)
+        failures.attempt_made(request)
         if extra is not None:
             extra(request)
 

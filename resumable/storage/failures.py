@@ -1,10 +1,25 @@
-"""Translation of Azure SDK failures into the errors a caller is shown."""
+"""Translation of Azure SDK failures into the errors a caller is shown, and the one rule for
+whether a failed request can have reached storage.
+
+Every failure is an outage to the caller (``StorageUnavailable``: 503, retry later) or a
+misconfiguration; what differs is whether a *write* that failed may still have landed. A
+request that was never sent (the connection was refused, the name did not resolve, the TLS
+handshake failed, the connection timed out) changed nothing; one that went out and lost its
+answer (a read timeout, a connection reset or closed after the request) may have. The SDK's
+retry policy sends each request up to three times, so a call changed nothing only if none of
+its attempts reached storage: ``watching_writes`` counts a block's write attempts and those
+known unsent (``never_sent``), as every client's request hook and retry policy report them.
+The turn pipeline asks it about its commit (``core/runs.py``): a commit none of whose writes
+reached storage is known not to have happened, an outage, not an unknown outcome.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ServerMisconfigured, StorageUnavailable
@@ -25,6 +40,80 @@ def error_code(exc: sdk.HttpResponseError) -> str:
     """The storage error code as a string (the SDK gives an enum in some paths)."""
     code = exc.error_code
     return str(getattr(code, "value", code) or "")
+
+
+# Methods that change nothing: their attempts are not writes.
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def never_sent(error: BaseException) -> bool:
+    """Whether a failed attempt is known not to have reached storage.
+
+    azure-core's ``ServiceRequestError`` means "not sent", but its aiohttp transport also
+    raises it for a connection closed or reset after the request went out, so the cause
+    decides: a failure to connect (refused, DNS, TLS, connect timeout: aiohttp's
+    ``ClientConnectorError`` and ``ConnectionTimeoutError``) was never sent; any other cause
+    may have been. A ``ServiceRequestError`` with no cause (raised by a transport of ours,
+    ``devtools.relay_transport``) is taken at its documented word. Everything else, a
+    ``ServiceResponseError`` (a read timeout) or an answered request, was sent.
+    """
+    if not isinstance(error, sdk.ServiceRequestError):
+        return False
+    cause = error.inner_exception if error.inner_exception is not None else error.__cause__
+    if cause is None:
+        return True
+    from aiohttp import client_exceptions as aiohttp_errors  # noqa: PLC0415 - loaded with the SDK's transport
+
+    return isinstance(cause, (aiohttp_errors.ClientConnectorError, aiohttp_errors.ConnectionTimeoutError))
+
+
+@dataclass
+class WriteAttempts:
+    """The write requests made inside ``watching_writes``, SDK retries included: how many
+    left the client, and how many of those are known never to have reached storage."""
+
+    made: int = 0
+    unsent: int = 0
+
+    @property
+    def none_reached_storage(self) -> bool:
+        """Nothing written inside the block can have landed."""
+        return self.unsent >= self.made
+
+
+_watching: ContextVar[tuple[WriteAttempts, ...]] = ContextVar("storage_write_attempts", default=())
+
+
+@contextmanager
+def watching_writes() -> Iterator[WriteAttempts]:
+    """Count the write attempts made inside this block (and by tasks it starts)."""
+    attempts = WriteAttempts()
+    token = _watching.set((*_watching.get(), attempts))
+    try:
+        yield attempts
+    finally:
+        _watching.reset(token)
+
+
+def _is_write(request: Any) -> bool:
+    method = getattr(getattr(request, "http_request", request), "method", None)
+    return method not in _READS
+
+
+def attempt_made(request: Any) -> None:
+    """Every client's request hook, once per attempt, before it is sent."""
+    watching = _watching.get()
+    if watching and _is_write(request):
+        for attempts in watching:
+            attempts.made += 1
+
+
+def attempt_failed(request: Any, error: BaseException) -> None:
+    """Every client's retry policy, once per failed attempt (the last one too)."""
+    watching = _watching.get()
+    if watching and _is_write(request) and never_sent(error):
+        for attempts in watching:
+            attempts.unsent += 1
 
 
 @contextmanager
@@ -57,7 +146,8 @@ def storage_unavailable_on_failure(operation: str) -> Iterator[None]:
         logger.warning("Blob %s failed: HTTP %s %s", operation, status, error_code(exc))
         raise StorageUnavailable(f"Checkpoint storage failed during {operation}.") from exc
     except (TimeoutError, sdk.AzureError, OSError) as exc:
-        logger.warning("Blob %s failed: %s", operation, type(exc).__name__)
+        sent = "never sent" if never_sent(exc) else "sent, answer lost"
+        logger.warning("Blob %s failed: %s (%s)", operation, type(exc).__name__, sent)
         raise StorageUnavailable(f"Checkpoint storage could not be reached during {operation}.") from exc
 
 

@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from azure.core import MatchConditions
-    from azure.core.exceptions import AzureError, HttpResponseError, ResourceExistsError, ResourceNotFoundError
+    from azure.core.exceptions import (
+        AzureError,
+        HttpResponseError,
+        ResourceExistsError,
+        ResourceNotFoundError,
+        ServiceRequestError,
+    )
 
 _MODULE_OF = {
     "MatchConditions": "azure.core",
@@ -22,6 +28,7 @@ _MODULE_OF = {
     "HttpResponseError": "azure.core.exceptions",
     "ResourceExistsError": "azure.core.exceptions",
     "ResourceNotFoundError": "azure.core.exceptions",
+    "ServiceRequestError": "azure.core.exceptions",
 }
 
 
@@ -34,4 +41,11 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["AzureError", "HttpResponseError", "MatchConditions", "ResourceExistsError", "ResourceNotFoundError"]
+__all__ = [
+    "AzureError",
+    "HttpResponseError",
+    "MatchConditions",
+    "ResourceExistsError",
+    "ResourceNotFoundError",
+    "ServiceRequestError",
+]

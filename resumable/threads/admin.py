@@ -218,5 +218,24 @@ class ThreadMetadata:
             raise _stale()
         return Metadata(dict(written.value.values), written.etag)
 
-    async def delete(self, thread_id: str) -> None:
-        await self._records.delete(thread_id)
+    async def replace_as_read(self, thread_id: str, values: dict[str, str], *, read: Metadata) -> Metadata:
+        """Replace the metadata the caller read (``read``), on top of any concurrent write,
+        but never bring back a record deleted since: the write is conditioned on the read
+        ETag (create-only if there was none), and a record that was read and is gone when
+        that condition fails is ``ThreadNotFound``, not a new record."""
+        new = MetadataRecord(thread_id, validate_metadata(values), time.time())
+
+        def change(current: MetadataRecord | None) -> MetadataRecord:
+            if current is None and read.etag is not None:
+                raise ThreadNotFound(f"Thread '{thread_id}' was deleted.")
+            return new
+
+        start = None if read.etag is None else Stored(new, read.etag)
+        written = await self._records.update(thread_id, change, current=start)
+        if written is None:  # change never leaves the record as it is
+            raise ThreadNotFound(f"Thread '{thread_id}' was deleted.")
+        return Metadata(dict(written.value.values), written.etag)
+
+    async def delete(self, thread_id: str, *, etag: str | None = None) -> bool:
+        """Delete the record (only if it still has ``etag``, when given)."""
+        return await self._records.delete(thread_id, etag=etag)

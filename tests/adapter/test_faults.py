@@ -236,3 +236,29 @@ async def test_an_mcp_turn_whose_outcome_is_unknown_is_a_tool_error_not_to_retry
     assert result["isError"] is True
     assert result["structuredContent"]["error"]["code"] == "outcome_unknown"
     assert result["structuredContent"]["status"] == 500 and "retry_after" not in result["structuredContent"]
+
+
+@pytest.mark.parametrize(
+    ("route", "body"),
+    [
+        ("/api/runs", {"messages": "hello"}),
+        ("/api/threads/t/runs", {"messages": "hello"}),
+        ("/api/responses", {"input": "hello"}),
+    ],
+)
+async def test_storage_refusing_every_connection_is_503_with_retry_after_not_outcome_unknown(
+    faulty: FunctionHost, azurite: Azurite, monkeypatch: pytest.MonkeyPatch, route: str, body: dict
+) -> None:
+    """Storage down before the call arrives: no request ever reached it, so nothing of the
+    call can have landed. That is an outage to retry (503, Retry-After), not an outcome
+    nobody can tell (500 ``outcome_unknown``, ``x-should-retry: false``), on every route,
+    ``POST /api/runs`` too, whose commit is its checkpoint's upload."""
+    refusing = azurite.connection_string.replace(f":{azurite.port}/", f":{free_port()}/")
+    assert refusing != azurite.connection_string
+    monkeypatch.setenv("CHECKPOINT_STORAGE", refusing)
+    response = await faulty.request("POST", route, json_body=body)
+    answer = await response.json()
+    assert response.status == 503, answer
+    assert answer["error"]["code"] == "storage_unavailable", answer
+    assert response.headers["retry-after"] == "5"
+    assert response.headers.get("x-should-retry") != "false"

@@ -4,6 +4,7 @@ malformed values are 400 ``invalid_request``, never a 500, and cost no big-numbe
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 
@@ -88,3 +89,27 @@ def test_last_event_id_values(value: str | None, expected: tuple[int, int]) -> N
 def test_a_long_last_event_id_is_refused_before_int() -> None:
     with pytest.raises(InvalidRequest):
         last_event_id("1." + "0" * 100)
+
+
+async def test_every_route_answers_with_a_request_id_no_store_and_its_storage_cost(host: FunctionHost) -> None:
+    """``docs/api.md``'s "Headers on every answer", for every route the app registers: each
+    is called once (path parameters filled with an ID nothing has; a POST with an empty JSON
+    object), and whatever it answers, 2xx or an error, carries the three headers. A stream,
+    whose headers leave before its work, carries no operation count."""
+    checked = []
+    for route in host.routes:
+        path = re.sub(r"\{\w+\}", "no-such-id", f"/api/{route.template}")
+        for method in sorted(route.methods):
+            body = {} if method in ("POST", "PUT") else None
+            response = await host.request(method, path, json_body=body)
+            headers = {name.lower(): value for name, value in response.headers.items()}
+            where = f"{method} {path} -> {response.status}"
+            assert re.fullmatch(r"[0-9a-f]{32}", headers.get("x-request-id", "")), where
+            assert headers.get("cache-control") in ("no-store", "no-cache"), where
+            if response.is_stream:
+                assert "x-storage-operations" not in headers, where
+                await response.response.body_iterator.aclose()  # type: ignore[attr-defined]
+            else:
+                assert headers.get("x-storage-operations", "").isdigit(), where
+            checked.append(f"{method} {route.template}")
+    assert "GET health" in checked and "GET openapi.json" in checked
