@@ -150,7 +150,7 @@ def _no_op(name: str, value: Any) -> bool:
 
 
 def _unsupported(name: str) -> str:
-    """Why field ``name`` (with the value sent) is refused."""
+    """Why field ``name`` is refused with the value it was sent."""
     if name == "instructions":
         return "the workflow has its own instructions; send a system message in 'input'"
     if name in NO_OP:
