@@ -27,6 +27,23 @@ _PENDING = {
 }
 
 
+# A refusal's structuredContent (``tools.error_result``): our error body, the HTTP route's
+# status, and ``retry_after`` where that route sends Retry-After.
+ERROR_RESULT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "error": {
+            "type": "object",
+            "properties": {"code": {"type": "string"}, "message": {"type": "string"}, "details": {"type": "object"}},
+            "required": ["code", "message"],
+        },
+        "status": {"type": "integer"},
+        "retry_after": {"type": "integer"},
+    },
+    "required": ["error", "status"],
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Property:
     """One input argument, as the Functions MCP extension's ``toolProperties`` lists it."""
@@ -42,7 +59,17 @@ class Tool:
     name: str
     description: str
     properties: tuple[Property, ...]
-    output_schema: dict[str, Any]
+    # What a successful call's structuredContent holds.
+    result_schema: dict[str, Any]
+
+    @property
+    def output_schema(self) -> dict[str, Any]:
+        """The declared ``outputSchema``: the tool's result or a refusal (``ERROR_RESULT``).
+
+        A refusal's structuredContent is checked against it too: MCP Inspector and
+        ``@modelcontextprotocol/sdk`` 1.x validate error results, and a schema that admitted
+        only the result would show their schema error instead of our code."""
+        return {"type": "object", "anyOf": [self.result_schema, ERROR_RESULT]}
 
     @property
     def input_schema(self) -> dict[str, Any]:
@@ -93,7 +120,7 @@ TOOLS: dict[str, Tool] = {
             "the reply; its structured content names the new checkpoint and any pending requests."
         ),
         properties=_TURN_INPUT,
-        output_schema={
+        result_schema={
             "type": "object",
             "properties": {
                 "thread_id": {"type": "string"},
@@ -110,7 +137,7 @@ TOOLS: dict[str, Tool] = {
         name=GET_THREAD,
         description="A thread's head checkpoint, turn count, recent lineage and metadata.",
         properties=(Property("thread_id", "string", "The thread ID.", required=True),),
-        output_schema={
+        result_schema={
             "type": "object",
             "properties": {
                 "thread_id": {"type": "string"},
@@ -129,7 +156,7 @@ TOOLS: dict[str, Tool] = {
             "a tool call should wait); the thread's turns run in order. Follow it with get_run."
         ),
         properties=_TURN_INPUT,
-        output_schema=_RUN,
+        result_schema=_RUN,
     ),
     GET_RUN: Tool(
         name=GET_RUN,
@@ -141,6 +168,6 @@ TOOLS: dict[str, Tool] = {
             Property("run_id", "string", "The run_id start_turn returned.", required=True),
             Property("wait_seconds", "integer", "Wait up to this many seconds (0-60) for the run to finish."),
         ),
-        output_schema=_RUN,
+        result_schema=_RUN,
     ),
 }

@@ -3,11 +3,13 @@ runs route) would take, so the one turn factory runs it, synchronously or from t
 
 Strict, as the runs routes are: an unknown field, or one this endpoint does not do
 (``tools``, ``temperature``...), is a 400 naming it (OpenAI's ``param``), not silently
-ignored. The workflow owns the model, its instructions and its tools.
+ignored. The workflow owns the model, its instructions and its tools. The one leniency is
+for values that ask for nothing (``NO_OP``), which SDKs send on every call.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +24,24 @@ from resumable.base.ids import validate_id
 FIELDS = frozenset(
     {"input", "model", "previous_response_id", "conversation", "stream", "background", "store", "metadata"}
 )
+# Fields OpenAI's clients send with a value that asks for nothing (the OpenAI Agents SDK sends
+# "include": [] and "tools": [] on every call): the listed values, and null ("not set"), are
+# accepted and ignored. Any other value asks for something the workflow does not do (its
+# model, instructions and tools are its own) and is refused, as an unknown field is.
+NO_OP: dict[str, tuple[Any, ...]] = {
+    "include": ([],),
+    "tools": ([],),
+    "tool_choice": ("auto",),
+    "parallel_tool_calls": (True,),
+    "truncation": ("disabled",),
+    "text": (
+        {},
+        {"format": {"type": "text"}},
+        {"verbosity": "medium"},
+        {"format": {"type": "text"}, "verbosity": "medium"},
+    ),
+    **dict.fromkeys(("instructions", "temperature", "top_p", "max_output_tokens", "reasoning", "top_logprobs"), ()),
+}
 # "developer" is OpenAI's newer name for a system message.
 _ROLES = {"user": "user", "system": "system", "developer": "system"}
 _MESSAGE_KEYS = frozenset({"type", "role", "content", "id", "status"})
@@ -80,11 +100,9 @@ def parse_create(
     ``model`` names the workflow (``name`` or ``name@version``); ``hosted`` says whether one
     is (None: only ``model``, the default, is)."""
     data = json_object(body)
-    for name in data:
-        if name not in FIELDS and not (name == "instructions" and data[name] is None):
-            why = "the workflow has its own instructions; send a system message in 'input'"
-            detail = why if name == "instructions" else f"this endpoint takes only {', '.join(sorted(FIELDS))}"
-            raise bad(f"Unsupported parameter '{name}': {detail}.", name, UnknownParameter)
+    for name, value in data.items():
+        if name not in FIELDS and not _no_op(name, value):
+            raise bad(f"Unsupported parameter '{name}': {_unsupported(name)}.", name, UnknownParameter)
     sent = data.get("model")
     if sent is not None and sent != model and not (isinstance(sent, str) and hosted is not None and hosted(sent)):
         raise bad(
@@ -120,6 +138,25 @@ def parse_create(
         store=store,
         metadata=_metadata(data.get("metadata")),
     )
+
+
+def _no_op(name: str, value: Any) -> bool:
+    """Whether ``value`` of field ``name`` asks for nothing (``NO_OP``). Compared as JSON, so
+    ``1`` is not ``true``."""
+    if name not in NO_OP:
+        return False
+    sent = json.dumps(value, sort_keys=True)
+    return value is None or any(sent == json.dumps(allowed, sort_keys=True) for allowed in NO_OP[name])
+
+
+def _unsupported(name: str) -> str:
+    """Why field ``name`` is refused with the value it was sent."""
+    if name == "instructions":
+        return "the workflow has its own instructions; send a system message in 'input'"
+    if name in NO_OP:
+        allowed = [json.dumps(value) for value in NO_OP[name]] + ["null"]
+        return f"the workflow owns its model and tools; this endpoint takes only {' or '.join(allowed)} here"
+    return f"this endpoint takes only {', '.join(sorted(FIELDS))}"
 
 
 def _conversation(value: Any) -> str:

@@ -7,6 +7,11 @@ import { readEvents } from "./sse.js";
 
 const KEY_ITEM = "workflow-console.function-key";
 const MAX_LOGGED = 200;
+// The API's own rule for the IDs a caller chooses (resumable/base/ids.py): letters, digits,
+// '-', '_' and single '.', starting with a letter or digit, 1 to 128 characters. Such an ID
+// is one path segment and never a dot segment ('.', '..'), which the browser would resolve.
+const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+const MAX_ID_LENGTH = 128;
 
 export class ApiError extends Error {
   constructor(status, code, message, details) {
@@ -15,6 +20,19 @@ export class ApiError extends Error {
     this.code = code;
     this.details = details;
   }
+}
+
+/** `value` if the API takes it as an ID, else the `invalid_request` the API would answer
+ * (status 0: refused here, before anything is sent). */
+export function checkId(value, kind = "thread_id") {
+  if (typeof value !== "string" || value.length < 1 || value.length > MAX_ID_LENGTH) {
+    throw new ApiError(0, "invalid_request", `${kind} must be 1 to ${MAX_ID_LENGTH} characters long.`);
+  }
+  if (value.includes("..") || !ID_PATTERN.test(value)) {
+    throw new ApiError(0, "invalid_request",
+      `${kind} may contain only letters, digits, '-', '_' and single '.' characters, and must start with a letter or digit.`);
+  }
+  return value;
 }
 
 export class Api {
@@ -88,7 +106,12 @@ export class Api {
     }
   }
 
+  /** The URL of `path` under the API's base; a dot segment (`.`, `..`, or escaped as `%2e`),
+   * which the browser would resolve to another route, is refused. */
   url(path, query) {
+    if (path.split("/").some((segment) => /^(\.|%2e){1,2}$/i.test(segment))) {
+      throw new ApiError(0, "invalid_request", `Not sent: ${path} has a dot segment.`);
+    }
     const url = new URL(this.base + path, location.origin);
     for (const [name, value] of Object.entries(query || {})) {
       if (value !== undefined && value !== null && value !== "") url.searchParams.set(name, value);

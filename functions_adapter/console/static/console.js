@@ -2,7 +2,7 @@
 // conversation, pending requests and background runs in the middle, its checkpoint lineage
 // and workflow graph on the right, and every HTTP call it made at the bottom.
 
-import { Api, ApiError } from "./api.js";
+import { Api, ApiError, checkId } from "./api.js";
 import { $, clear, el, json, shortId, when } from "./dom.js";
 import { drawGraph } from "./graph.js";
 import { drawLineage } from "./lineage.js";
@@ -123,6 +123,7 @@ function dropThread(threadId) {
 // -- one thread -----------------------------------------------------------------------------
 
 async function openThread(threadId, workflow) {
+  checkId(threadId); // a link or the form may carry any text: only an ID the API takes opens
   history.replaceState(null, "", `${location.pathname}?thread=${encodeURIComponent(threadId)}`);
   view = { threadId, workflow: workflow || defaultWorkflow(), version: null, head: null, info: null, lineage: [], nodes: new Map(), next: null, selected: null, fork: null };
   $("#welcome").hidden = true;
