@@ -32,8 +32,8 @@ from resumable.background import records as rr
 from resumable.background.accept import Accepted
 from resumable.background.events import EventReader, LoggedEvent
 from resumable.background.records import RunRecord, RunRecords
+from resumable.background.run_access import owned_run
 from resumable.core.event_pump import IdleTick
-from resumable.core.run_access import owned_run
 from resumable.storage.record_store import Stored
 
 logger = logging.getLogger(__name__)

@@ -53,9 +53,9 @@ from functions_adapter.wiring import build_service, container_for, hosts, load_s
 from resumable.background import records as rr
 from resumable.background.events import EventReader
 from resumable.background.records import RunRecord, RunRecords
+from resumable.background.run_access import owned_record
 from resumable.base.errors import InvalidRequest, ResumeError
 from resumable.core.idempotency import StoredResponse, fingerprint
-from resumable.core.run_access import owned_record
 from resumable.core.run_owner import RunOwner
 from resumable.core.runs import RunService
 from resumable.storage import layout

@@ -7,10 +7,10 @@ origin as well: a run record never shows another origin's thread.
 
 from __future__ import annotations
 
-from ..background.control import RunControl
-from ..background.records import RunRecord, RunRecords
 from ..storage.record_store import Stored
 from ..threads.ownership import Caller, refuse_unless_run_owner
+from .control import RunControl
+from .records import RunRecord, RunRecords
 
 
 async def owned_run(control: RunControl, run_id: str, caller: Caller) -> Stored[RunRecord]:
