@@ -135,3 +135,24 @@ async def test_a_deleted_thread_s_checkpoints_are_gone_for_everyone(principals: 
         )
         assert run.status == 404
     assert await _checkpoints() == {}
+
+
+async def _blob_bodies() -> list[bytes]:
+    container = wiring.container_for(wiring.load_settings())
+    bodies = []
+    async for blob in container.list_blobs():
+        bodies.append(await (await container.download_blob(blob.name)).readall())
+    return bodies
+
+
+async def test_nothing_of_a_deleted_thread_survives_a_resume_by_its_owner(principals: FunctionHost) -> None:
+    """Alice resumes her own thread's checkpoint without the thread (what a client holding a
+    checkpoint ID would do): refused, so no thread-less copy of her text exists for her
+    DELETE to miss; after it, no blob anywhere holds her text."""
+    head = await _alice_thread(principals)
+    copy = await principals.request(
+        "POST", "/api/runs", json_body={"checkpoint_id": head, "messages": "keep this"}, headers=ALICE
+    )
+    assert copy.status == 409
+    assert (await principals.request("DELETE", "/api/threads/alice-t1", headers=ALICE)).status == 204
+    assert not [body for body in await _blob_bodies() if b"4111" in body]
