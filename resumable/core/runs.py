@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from agent_framework import Message, Workflow, WorkflowCheckpoint, WorkflowEvent
 
 from ..base import strict_json
-from ..base.errors import CheckpointInThread, ResumeError, WorkflowFailed
+from ..base.errors import CheckpointInThread, CheckpointNotInThread, ResumeError, WorkflowFailed
 from ..base.tracing import RequestScope, within
 from ..checkpoints import af_internals
 from ..checkpoints.blob_store import BlobCheckpointStorage
@@ -97,11 +97,11 @@ class WorkflowSource(Protocol):
     def build(self) -> Workflow: ...
 
 
-def _in_thread(thread_id: str | None) -> CheckpointInThread:
+def _in_thread(thread_id: str | None) -> ResumeError:
     """The refusal of a checkpoint that is not this call's: it names no thread (the caller
     may not be the thread's), only the route through which the thread's own origin forks."""
     if thread_id is not None:
-        return CheckpointInThread("That checkpoint is not in this thread; nothing was run.")
+        return CheckpointNotInThread(f"That checkpoint is not in thread '{thread_id}'; nothing was run.")
     return CheckpointInThread(
         "That checkpoint belongs to a thread: continue it, or fork it, through its thread "
         "(POST /api/threads/{thread_id}/runs with 'from_checkpoint_id'); nothing was run."

@@ -36,7 +36,7 @@ class Caller:
     A plain value, no request: whatever protocol the call came in by names it."""
 
     origin: str
-    # The app's own maintenance (retention, a test's set-up): reads every thread.
+    # The app's own maintenance (an operator's script, a test's set-up): reads every thread.
     MAINTENANCE: ClassVar[Caller]
 
     def may_use(self, head: ThreadHead) -> bool:
