@@ -156,3 +156,18 @@ async def test_nothing_of_a_deleted_thread_survives_a_resume_by_its_owner(princi
     assert copy.status == 409
     assert (await principals.request("DELETE", "/api/threads/alice-t1", headers=ALICE)).status == 204
     assert not [body for body in await _blob_bodies() if b"4111" in body]
+
+
+def team_a_only(*, route: str, thread_id: str, headers: Any, metadata: Any) -> bool:
+    """A custom authorizer for the test: only threads named ``a.*``."""
+    return thread_id.startswith("a.")
+
+
+async def test_the_authorizer_is_asked_about_a_thread_s_checkpoint(
+    principals: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    allowed, refused = await _alice_thread(principals, "a.t1"), await _alice_thread(principals, "b.t1")
+    monkeypatch.setenv("THREAD_AUTHORIZER", "tests.adapter.test_checkpoint_ownership:team_a_only")
+    assert (await principals.request("GET", f"/api/checkpoints/{allowed}", headers=ALICE)).status == 200
+    answered = await principals.request("GET", f"/api/checkpoints/{refused}", headers=ALICE)
+    assert (answered.status, (await answered.json())["error"]["code"]) == (403, "forbidden")
