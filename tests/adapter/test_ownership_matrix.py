@@ -161,6 +161,18 @@ def mcp(tool: str, arguments: Callable[[World], dict[str, Any]]) -> Call:
     return call
 
 
+def own_conversation_items() -> Call:
+    """The caller makes a conversation of its own, then pages it after Alice's item."""
+
+    async def call(host: FunctionHost, world: World, headers: dict[str, str]) -> Answer:
+        created = await _http(host, "POST", "/api/conversations", headers, {})
+        assert created.status == 200, created.text
+        own = json.loads(created.text)["id"]
+        return await _http(host, "GET", f"/api/conversations/{own}/items", headers, query=f"after={world.item}")
+
+    return call
+
+
 # -- the rows --------------------------------------------------------------------------------
 
 FORBIDDEN = (403, "forbidden")
@@ -255,6 +267,14 @@ ROWS: list[Row] = [
         http("GET", "/api/threads/<thread>/history", query="before=<cursor>"),
         FORBIDDEN,
         OK,
+    ),
+    # The caller's own (new) thread, walked from Alice's checkpoint: never into her lineage.
+    Row(
+        "GET /api/threads/{thread_id}/history",
+        "own thread, from her checkpoint",
+        http("GET", "/api/threads/own-t/history", query="from=<first>&include=turn"),
+        (400, "invalid_request"),
+        (400,),
     ),
     Row(
         "PUT /api/threads/{thread_id}/metadata",
@@ -359,6 +379,15 @@ ROWS: list[Row] = [
         http("GET", "/api/conversations/<conversation>/items", query="after=<item>&order=asc"),
         FORBIDDEN,
         OK,
+    ),
+    # The caller's own conversation, paged after an item of Alice's: not one of its items.
+    Row(
+        "GET /api/conversations/{conversation_id}/items",
+        "own conversation, after her item",
+        own_conversation_items(),
+        (400, "invalid_request"),
+        (400,),
+        open_to_all=True,  # the caller's own conversation is written; nothing of Alice's
     ),
     # Operations that take none of Alice's IDs: answered, never with anything of hers.
     Row(
@@ -553,7 +582,7 @@ def test_the_matrix_covers_every_route_tool_and_input() -> None:
     stale = {c for c in covered if not c.startswith(("mcp:", "ag-ui:"))} - operations
     assert stale == set(), "rows for operations the document no longer has"
     # The count reported in the issue's note: every row tried by three callers.
-    assert len(ROWS) * 3 == 159
+    assert len(ROWS) * 3 == 165
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[row.name for row in ROWS])
