@@ -24,7 +24,7 @@ from functions_adapter.authorizers import principal_of
 from functions_adapter.settings import SettingsError
 from functions_adapter.webhooks.thread_names import origin_for
 from resumable.base.errors import Forbidden
-from resumable.threads.pointers import ThreadHead
+from resumable.threads.ownership import Caller
 
 logger = logging.getLogger(__name__)
 PRINCIPAL_HEADERS = ("x-ms-client-principal", "x-ms-client-principal-id", "x-ms-client-principal-name")
@@ -105,22 +105,13 @@ def origin_of(request: HTTPConnection) -> str:
     return caller_origin(request.headers)
 
 
+def caller_of(request: HTTPConnection) -> Caller:
+    """The request's caller, as the library's reads of thread data take it."""
+    return Caller(origin_of(request))
+
+
 def caller_origin(headers: Mapping[str, str]) -> str:
     """A caller's origin from the headers its call arrived with (an HTTP route, an MCP tool
     call): ``principal:<id>`` with a trusted principal, else ``api``."""
     principal = principal_of(trusted_headers(headers))
     return API_ORIGIN if not principal else origin_for("principal", principal)
-
-
-def check_owner(head: ThreadHead, origin: str) -> None:
-    """``Forbidden`` unless ``origin`` made the thread (a pointer without one: anyone)."""
-    if head.origin is not None and head.origin != origin:
-        logger.info("Refused a caller of another origin on thread %s", head.thread_id)
-        raise Forbidden("You may not use this thread.")
-
-
-def check_run_origin(run_origin: str | None, request: HTTPConnection) -> None:
-    """``Forbidden`` unless this request's caller started the run (a run recorded without
-    an origin, from before origins: anyone)."""
-    if run_origin is not None and run_origin != origin_of(request):
-        raise Forbidden("You may not use this run.")

@@ -23,6 +23,7 @@ STATUS: dict[type[e.ResumeError], int] = {
     e.RunNotFound: 404,
     e.RunFinished: 409,
     e.CheckpointNotInThread: 409,
+    e.CheckpointInThread: 409,
     e.Forbidden: 403,
     e.PreconditionFailed: 412,
     e.CheckpointIncompatible: 409,

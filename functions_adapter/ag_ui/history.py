@@ -11,26 +11,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from functions_adapter.api.thread_api import head_owned_by
 from functions_adapter.settings import Settings
 from functions_adapter.wiring import build_service
 from resumable.base.errors import CheckpointNotFound, ThreadNotFound
 from resumable.core.results import request_json
+from resumable.threads.ownership import Caller, owned_head
 from resumable.threads.transcript import ThreadMessage, messages_page
 
 MAX_SNAPSHOT_MESSAGES = 200
 
 
 async def thread_history(
-    settings: Settings, thread_id: str, origin: str
+    settings: Settings, thread_id: str, caller: Caller
 ) -> tuple[list[ThreadMessage], list[dict[str, Any]]]:
-    """``Forbidden`` before anything of the thread is read if ``origin`` did not make it."""
+    """``Forbidden`` before anything of the thread is read if ``caller`` did not make it."""
     service = build_service(settings)
-    head = await head_owned_by(service, thread_id, origin)
+    head = await owned_head(service.pointers, thread_id, caller)
     if head.checkpoint_id is None or head.deleting:
         return [], []
     try:
-        page, _ = await messages_page(service.pointers, service.store, thread_id, limit=MAX_SNAPSHOT_MESSAGES)
+        page, _ = await messages_page(
+            service.pointers, service.store, thread_id, caller=caller, limit=MAX_SNAPSHOT_MESSAGES
+        )
     except ThreadNotFound:
         return [], []
     page.reverse()

@@ -26,7 +26,7 @@ from functions_adapter.ag_ui.history import thread_history
 from functions_adapter.ag_ui.input import AgUiRun, parse_input
 from functions_adapter.api import thread_api
 from functions_adapter.api.routes import read_body, require_json, verify_signature
-from functions_adapter.authorization import origin_of
+from functions_adapter.authorization import caller_of, origin_of
 from functions_adapter.request_trace import traced
 from functions_adapter.settings import Settings
 from functions_adapter.sse import KEEPALIVE, MEDIA_TYPE
@@ -36,6 +36,7 @@ from functions_adapter.wiring import build_service, load_settings
 from resumable.base.errors import NoNewMessages, ResumeError
 from resumable.core.event_pump import IdleTick
 from resumable.core.run_owner import RunOwner
+from resumable.threads.ownership import Caller
 
 logger = logging.getLogger(__name__)
 ROUTE = "ag-ui"
@@ -67,7 +68,7 @@ async def _open(request: Request, settings: Settings, run: AgUiRun) -> Source:
     await thread_api.gate(request, settings, ROUTE, run.thread_id)
     service = build_service(settings)
     if not run.candidates and not run.answers:  # a reload, or every interrupt cancelled
-        return await _history(settings, run, origin_of(request))
+        return await _history(settings, run, caller_of(request))
     origin = origin_of(request)
     turn = build_turn(settings, service, run.runs_body(), thread_id=run.thread_id, origin=origin)
     checkpoint_id = str(uuid.uuid4())  # chosen now, so the reply's message IDs are known now
@@ -76,13 +77,13 @@ async def _open(request: Request, settings: Settings, run: AgUiRun) -> Source:
     try:
         source = await owner.stream(keepalive_seconds=settings.sse_keepalive_seconds)
     except NoNewMessages:
-        return await _history(settings, run, origin)
+        return await _history(settings, run, caller_of(request))
     applied = 0 if run.answers else len(run.candidates)
     return events.ReplyStream(run.thread_id, run.run_id, checkpoint_id, applied).events(source)
 
 
-async def _history(settings: Settings, run: AgUiRun, origin: str) -> Source:
-    messages, pending = await thread_history(settings, run.thread_id, origin)
+async def _history(settings: Settings, run: AgUiRun, caller: Caller) -> Source:
+    messages, pending = await thread_history(settings, run.thread_id, caller)
 
     async def replay() -> Source:
         yield events.snapshot(messages)

@@ -18,7 +18,7 @@ from fastapi.responses import StreamingResponse
 from functions_adapter import callbacks
 from functions_adapter.api import thread_api
 from functions_adapter.api.background_submit import run_control, submit
-from functions_adapter.authorization import check_run_origin
+from functions_adapter.authorization import caller_of
 from functions_adapter.headers import last_event_id as _last_event_id
 from functions_adapter.headers import preferences
 from functions_adapter.headers import wait_seconds as _wait_seconds
@@ -32,6 +32,7 @@ from resumable.background import records as rr
 from resumable.background.accept import Accepted
 from resumable.background.events import EventReader, LoggedEvent
 from resumable.background.records import RunRecord, RunRecords
+from resumable.background.run_access import owned_run
 from resumable.core.event_pump import IdleTick
 from resumable.storage.record_store import Stored
 
@@ -83,8 +84,7 @@ async def accept(request: Request, body: bytes, turn: Turn, *, settings: Setting
 async def _authorized(request: Request, settings: Settings, route: str, run_id: str) -> Stored[RunRecord]:
     """The run's record, once the thread authorizer allowed this caller its thread; a run
     of another origin (``authorization.origin_of``) is 403, as its thread is."""
-    found = await run_control(settings).get(run_id)
-    check_run_origin(found.value.origin, request)
+    found = await owned_run(run_control(settings), run_id, caller_of(request))
     if found.value.thread_id is not None:
         await thread_api.gate(request, settings, route, found.value.thread_id)
     return found

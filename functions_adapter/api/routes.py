@@ -17,7 +17,7 @@ from fastapi import Request, Response
 from functions_adapter import keyed_call
 from functions_adapter import signatures as webhook_signature
 from functions_adapter.api import thread_api
-from functions_adapter.authorization import origin_of
+from functions_adapter.authorization import caller_of, origin_of
 from functions_adapter.headers import preferences
 from functions_adapter.http_responses import JSON_MEDIA_TYPE, event_stream, json_response, replay
 from functions_adapter.params import capped_number
@@ -31,6 +31,7 @@ from resumable.core.held_claim import HeldClaim
 from resumable.core.idempotency import StoredResponse
 from resumable.core.run_owner import RunOwner
 from resumable.core.runs import Runner, RunRequest
+from resumable.threads.ownership import checkpoint_info
 
 
 def require_json(content_type: str | None) -> None:
@@ -134,11 +135,16 @@ def _background() -> Any:
 
 
 async def handle_get_checkpoint(request: Request, checkpoint_id: str) -> Response:
-    """``GET /api/checkpoints/{id}``: metadata from blob properties; the state is not read."""
+    """``GET /api/checkpoints/{id}``: metadata from blob properties; the state is not read.
+    A thread's checkpoint answers its thread's origin only (``ownership.checkpoint_info``)."""
 
     async def get() -> Response:
         validate_id(checkpoint_id)
-        info = await build_service(load_settings()).store.get_info(checkpoint_id)
+        settings = load_settings()
+        service = build_service(settings)
+        info = await checkpoint_info(service.pointers, service.store, checkpoint_id, caller_of(request))
+        if info.thread_id is not None:  # its thread's authorizer decides too, as on the thread's routes
+            await thread_api.gate(request, settings, "checkpoints/{checkpoint_id}", info.thread_id)
         return json_response(info.to_json())
 
     return await traced(request, "checkpoints/{checkpoint_id}", get)

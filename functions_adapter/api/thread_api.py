@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi import Request, Response
 
-from functions_adapter.authorization import ADAPTER_ORIGIN, authorize, check_owner, origin_of
+from functions_adapter.authorization import ADAPTER_ORIGIN, authorize, caller_of
 from functions_adapter.http_responses import json_response
 from functions_adapter.params import whole_number
 from functions_adapter.settings import Settings
@@ -19,8 +19,10 @@ from resumable.base.errors import CheckpointNotFound, InvalidRequest, Preconditi
 from resumable.base.ids import validate_id
 from resumable.core.results import turn_json
 from resumable.core.runs import RunService
+from resumable.threads import ownership
 from resumable.threads.admin import MAX_PAGE, ThreadMetadata, history
 from resumable.threads.delete import delete_thread
+from resumable.threads.ownership import Caller
 from resumable.threads.pointers import ThreadHead, expired
 
 logger = logging.getLogger(__name__)
@@ -63,31 +65,25 @@ async def gate_headers(headers: Mapping[str, str], settings: Settings, route: st
 
 async def owned_head(request: Request, service: RunService, thread_id: str) -> ThreadHead:
     """The thread's pointer, if the caller's origin made the thread (else 403 ``forbidden``,
-    before anything of the thread is read or changed). Names decide nothing here: a thread
-    called ``slack.*`` is a Slack channel's only if that channel's turn created it."""
-    return await head_owned_by(service, thread_id, origin_of(request))
-
-
-async def head_owned_by(service: RunService, thread_id: str, origin: str) -> ThreadHead:
-    """``owned_head`` for a caller known by its origin (an MCP tool call)."""
-    head = await service.pointers.read(thread_id)
-    check_owner(head, origin)
-    return head
+    before anything of the thread is read or changed; ``ownership.owned_head``). Names decide
+    nothing here: a thread called ``slack.*`` is a Slack channel's only if that channel's turn
+    created it."""
+    return await ownership.owned_head(service.pointers, thread_id, caller_of(request))
 
 
 async def get_thread(request: Request, thread_id: str) -> Response:
     """The pointer, its recent lineage and the metadata (with its ETag)."""
     settings = load_settings()
     await gate(request, settings, "threads/{thread_id}", thread_id)
-    body, etag = await thread_view(settings, thread_id, origin_of(request))
+    body, etag = await thread_view(settings, thread_id, caller_of(request))
     return json_response(body, headers={"ETag": etag} if etag else None)
 
 
-async def thread_view(settings: Settings, thread_id: str, origin: str) -> tuple[dict[str, Any], str | None]:
-    """What ``GET /api/threads/{id}`` answers (after the gate) to a caller of ``origin``: the
-    body and the metadata's ETag."""
+async def thread_view(settings: Settings, thread_id: str, caller: Caller) -> tuple[dict[str, Any], str | None]:
+    """What ``GET /api/threads/{id}`` answers (after the gate) to ``caller``: the body and
+    the metadata's ETag."""
     service = build_service(settings)
-    owned = await head_owned_by(service, thread_id, origin)
+    owned = await ownership.owned_head(service.pointers, thread_id, caller)
     metadata = await ThreadMetadata(container_for(settings)).get(thread_id)
     head = None if owned.checkpoint_id is None else owned  # None: no turns yet
     if head is not None:
@@ -119,11 +115,11 @@ async def get_history(request: Request, thread_id: str) -> Response:
     include = query.get("include")
     if include not in (None, "turn"):
         raise InvalidRequest("'include' takes one value: turn.", details={"param": "include"})
-    await owned_head(request, service, thread_id)
     page, cursor = await history(
         service.pointers,
         service.store,
         thread_id,
+        caller=caller_of(request),
         limit=limit,
         before=query.get("before"),
         start=query.get("from"),
@@ -171,11 +167,11 @@ async def delete(request: Request, thread_id: str) -> Response:
     settings = load_settings()
     await gate(request, settings, "threads/{thread_id}", thread_id)
     service = build_service(settings)
-    await owned_head(request, service, thread_id)
     done = await delete_thread(
         container_for(settings),
         service.pointers,
         thread_id,
+        caller=caller_of(request),
         store=service.store,
         deadline_seconds=settings.thread_delete_seconds,
     )

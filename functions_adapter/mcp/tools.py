@@ -30,6 +30,7 @@ from functions_adapter.wiring import MISCONFIGURED, build_service, load_settings
 from resumable.base import strict_json, tracing
 from resumable.base.errors import InvalidRequest, PayloadTooLarge, ResumeError, ServerMisconfigured
 from resumable.core.run_owner import RunOwner
+from resumable.threads.ownership import Caller
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +135,7 @@ async def get_thread(arguments: Any, headers: Mapping[str, str]) -> ToolResult:
     thread_id = arguments_of(GET_THREAD, arguments)["thread_id"]
     settings = load_settings()
     await thread_api.gate_headers(headers, settings, "threads/{thread_id}", thread_id)
-    body, _ = await thread_api.thread_view(settings, thread_id, caller_origin(headers))
+    body, _ = await thread_api.thread_view(settings, thread_id, Caller(caller_origin(headers)))
     head = body["checkpoint_id"] or "none"
     return ToolResult(f"Thread {thread_id}: {body['turns']} turn(s), head checkpoint {head}.", body)
 

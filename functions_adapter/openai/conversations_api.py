@@ -22,6 +22,7 @@ from fastapi import Request, Response
 
 from functions_adapter.api import thread_api
 from functions_adapter.api.routes import read_body, require_json, verify_signature
+from functions_adapter.authorization import caller_of
 from functions_adapter.http_responses import json_response
 from functions_adapter.openai.objects import openai_error, with_param
 from functions_adapter.params import json_object, one_of, whole_number
@@ -190,6 +191,7 @@ async def _delete(request: Request, conversation_id: str) -> Response:
             container,
             service.pointers,
             conversation_id,
+            caller=caller_of(request),
             store=service.store,
             deadline_seconds=settings.thread_delete_seconds,
         )
@@ -224,6 +226,7 @@ async def _items(request: Request, conversation_id: str) -> Response:
             service.pointers,
             service.store,
             conversation_id,
+            caller=caller_of(request),
             limit=limit,
             after=query.get("after"),
             newest_first=order == "desc",

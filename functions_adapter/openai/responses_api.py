@@ -24,7 +24,7 @@ from fastapi import Request, Response
 from functions_adapter import keyed_call
 from functions_adapter.api import background_submit, thread_api
 from functions_adapter.api.routes import read_body, require_json, verify_signature
-from functions_adapter.authorization import check_run_origin, origin_of
+from functions_adapter.authorization import caller_of, origin_of
 from functions_adapter.http_responses import JSON_MEDIA_TYPE, json_response, render_json
 from functions_adapter.keyed_call import DedupeKey
 from functions_adapter.openai.events import ResponseEvents, logged_run, run_frames
@@ -53,6 +53,7 @@ from functions_adapter.wiring import build_service, container_for, hosts, load_s
 from resumable.background import records as rr
 from resumable.background.events import EventReader
 from resumable.background.records import RunRecord, RunRecords
+from resumable.background.run_access import owned_record
 from resumable.base.errors import InvalidRequest, ResumeError
 from resumable.core.idempotency import StoredResponse, fingerprint
 from resumable.core.run_owner import RunOwner
@@ -60,6 +61,7 @@ from resumable.core.runs import RunService
 from resumable.storage import layout
 from resumable.storage.failures import storage_unavailable_on_failure
 from resumable.storage.record_store import DELETE, Stored
+from resumable.threads.ownership import Caller
 
 logger = logging.getLogger(__name__)
 # How long a cancel waits for a running response to stop, so the answer says "cancelled".
@@ -125,8 +127,8 @@ async def _continued_from(request: Request, settings: Settings, parsed: CreateRe
     """The checkpoint ``previous_response_id`` saved (404 if no such response)."""
     if parsed.previous_run_id is None:
         return None
-    record = (await _response(settings, parsed.previous_run_id, param="previous_response_id")).value
-    check_run_origin(record.origin, request)
+    caller = caller_of(request)
+    record = (await _response(settings, parsed.previous_run_id, caller, param="previous_response_id")).value
     if record.thread_id is not None:
         await thread_api.gate(request, settings, "responses", record.thread_id)
     if not record.terminal:
@@ -195,17 +197,20 @@ async def _accept(create: _Create) -> Response:
     if accepted.run_id is None:  # the key's earlier synchronous answer
         return Response(accepted.body, status_code=accepted.status, media_type=JSON_MEDIA_TYPE)
     if parsed.stream:
-        return _follow(settings, (await _response(settings, accepted.run_id)).value, after=-1)
+        return _follow(
+            settings, (await _response(settings, accepted.run_id, caller_of(create.request))).value, after=-1
+        )
     return Response(accepted.body, media_type=JSON_MEDIA_TYPE)
 
 
 # -- the other routes --------------------------------------------------------------------
 
 
-async def _response(settings: Settings, run_id: str, *, param: str | None = None) -> Stored[RunRecord]:
-    """The response's record; one whose commit was never settled is settled first."""
+async def _response(settings: Settings, run_id: str, caller: Caller, *, param: str | None = None) -> Stored[RunRecord]:
+    """The response's record, if ``caller`` made it (else 403 before anything is settled or
+    shown); one whose commit was never settled is settled first."""
     records = RunRecords(container_for(settings))
-    found = await records.get(run_id)
+    found = await owned_record(records, run_id, caller)
     if found is not None and is_response(found.value):
         found = await resolved(records, build_service(settings), found)
     if found is None or not is_response(found.value):
@@ -215,10 +220,9 @@ async def _response(settings: Settings, run_id: str, *, param: str | None = None
 
 
 async def _authorized(request: Request, settings: Settings, route: str, response_id: str) -> Stored[RunRecord]:
-    """The response's record, once its origin (``check_run_origin``) and the thread
+    """The response's record, once its origin (``run_access.owned_record``) and the thread
     authorizer allowed this caller its conversation."""
-    found = await _response(settings, run_id_of(response_id))
-    check_run_origin(found.value.origin, request)
+    found = await _response(settings, run_id_of(response_id), caller_of(request))
     if found.value.thread_id is not None:
         await thread_api.gate(request, settings, route, found.value.thread_id)
     return found

@@ -237,6 +237,13 @@ class CheckpointNotInThread(ResumeError):
     code = "checkpoint_not_in_thread"
 
 
+class CheckpointInThread(ResumeError):
+    """A call without a thread named a thread's checkpoint: a thread's state is continued or
+    forked through its thread only, so no copy of it outlives the thread."""
+
+    code = "checkpoint_in_thread"
+
+
 class Forbidden(ResumeError):
     """The thread authorizer refused this request; nothing was read or run."""
 

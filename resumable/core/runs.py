@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from agent_framework import Message, Workflow, WorkflowCheckpoint, WorkflowEvent
 
 from ..base import strict_json
-from ..base.errors import ResumeError, WorkflowFailed
+from ..base.errors import CheckpointInThread, CheckpointNotInThread, ResumeError, WorkflowFailed
 from ..base.tracing import RequestScope, within
 from ..checkpoints import af_internals
 from ..checkpoints.blob_store import BlobCheckpointStorage
@@ -114,6 +114,17 @@ class WorkflowSource(Protocol):
     def build(self) -> Workflow: ...
 
 
+def _in_thread(thread_id: str | None) -> ResumeError:
+    """The refusal of a checkpoint that is not this call's: it names no thread (the caller
+    may not be the thread's), only the route through which the thread's own origin forks."""
+    if thread_id is not None:
+        return CheckpointNotInThread(f"That checkpoint is not in thread '{thread_id}'; nothing was run.")
+    return CheckpointInThread(
+        "That checkpoint belongs to a thread: continue it, or fork it, through its thread "
+        "(POST /api/threads/{thread_id}/runs with 'from_checkpoint_id'); nothing was run."
+    )
+
+
 class Runner(Protocol):
     """Runs one call: ``RunService`` for /api/runs, ``ThreadRunner`` for a thread's turns."""
 
@@ -149,11 +160,22 @@ class RunService:
         # The one answer to "did checkpoint X commit?" (replays, background runs, forks).
         self.ledger = CommitLedger(store, pointers)
 
-    async def _prepare(self, request: RunRequest, head: AfterSave | None = None) -> PreparedRun:
-        """Load and validate the checkpoint and hydrate a fresh workflow; run nothing."""
+    async def _prepare(
+        self, request: RunRequest, head: AfterSave | None = None, *, thread_id: str | None = None
+    ) -> PreparedRun:
+        """Load and validate the checkpoint and hydrate a fresh workflow; run nothing.
+
+        ``thread_id``: the thread whose turn this is (``head`` names it when there is one).
+        A checkpoint of another thread, or of any thread for a call without one, is refused
+        here, where it is read, before anything runs (``ownership`` says why)."""
         checkpoint: WorkflowCheckpoint | None = None
         if request.checkpoint_id is not None:
-            checkpoint = await self.store.load(request.checkpoint_id, head_of=head.head_of if head else None)
+            thread_id = head.thread_id if head is not None else thread_id
+            checkpoint, info = await self.store.load_described(
+                request.checkpoint_id, head_of=head.head_of if head else None
+            )
+            if info.thread_id is not None and info.thread_id != thread_id:
+                raise _in_thread(thread_id)
         # Building a workflow (~0.5 ms) and hydrating it are CPU work with no wait in them, and
         # a checkpoint from the cache was no wait either: yield between the steps, so a burst
         # of requests takes turns with the event loop instead of running each step for all.
@@ -220,10 +242,11 @@ class RunService:
         """Whether a checkpoint was committed (``CommitLedger.committed``)."""
         return await self.ledger.committed(checkpoint_id, thread_id)
 
-    async def validate(self, request: RunRequest) -> None:
+    async def validate(self, request: RunRequest, *, thread_id: str | None = None) -> None:
         """Load, validate and hydrate, then discard: what a run would refuse, refused now
-        (a background run's accept), having executed nothing."""
-        await self._prepare(request)
+        (a background run's accept), having executed nothing. ``thread_id``: the thread
+        whose turn it is (None: a call without a thread)."""
+        await self._prepare(request, thread_id=thread_id)
 
     async def run_to_json(
         self, request: RunRequest, *, head: AfterSave | None = None, before_commit: CommitHook | None = None

@@ -187,7 +187,7 @@ class ThreadRunner:
         decided without running or changing anything: a background accept's checks."""
         head, turn = await self._at_head(request)
         try:
-            await self.service.validate(turn)
+            await self.service.validate(turn, thread_id=self.thread_id)
         except CheckpointNotFound:
             if head.checkpoint_id is None or turn.checkpoint_id != head.checkpoint_id:
                 raise
@@ -196,7 +196,7 @@ class ThreadRunner:
             except CheckpointNotFound:
                 if not self.restart_expired:
                     raise expired(self.thread_id) from None
-                await self.service.validate(dataclasses.replace(turn, checkpoint_id=None))
+                await self.service.validate(dataclasses.replace(turn, checkpoint_id=None), thread_id=self.thread_id)
                 return
             raise
 

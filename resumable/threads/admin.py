@@ -1,9 +1,10 @@
 """Managing threads: their history and their metadata (deleting one: ``thread_delete``).
 
 * ``history``: the lineage from the head (or from a checkpoint: a replaced branch)
-  backwards, a page at a time. A page of N costs N + 1 reads (the pointer, or nothing after
-  a cursor, and one read per entry: its metadata, or the whole checkpoint when the caller
-  wants each turn), however long the thread is: the cursor names the next checkpoint to read.
+  backwards, a page at a time. A page of N costs N + 1 reads (the pointer, whose origin must
+  be the caller's, and one read per entry: its metadata, or the whole checkpoint when the
+  caller wants each turn), however long the thread is: the cursor names the next checkpoint
+  to read.
 * ``ThreadMetadata``: a small JSON object per thread (``thread-meta/<id>.json``) with its
   own ETag, so a metadata write never races a turn's pointer swap; a typed record on
   ``RecordStore``, so a lost answer is never a 412.
@@ -26,6 +27,7 @@ from ..checkpoints.blob_store import BlobCheckpointStorage
 from ..checkpoints.info import CheckpointInfo
 from ..storage import layout
 from ..storage.record_store import UNREAD, RecordStore, RecordUnreadable, Stored
+from .ownership import Caller, owned_head
 from .pointers import ThreadPointers
 
 if TYPE_CHECKING:  # the storage SDK loads on first use, not at import (cold start)
@@ -80,6 +82,7 @@ async def history(
     store: BlobCheckpointStorage,
     thread_id: str,
     *,
+    caller: Caller,
     limit: int,
     before: str | None,
     start: str | None = None,
@@ -94,13 +97,14 @@ async def history(
     metadata read the page makes anyway, and holds with or without ``CHECKPOINT_MAC_KEYS``.
     ``with_checkpoints`` reads each checkpoint whole (one GET instead of a properties read,
     decoded by the same restricted codec), so a page costs the same number of operations.
+    Every page reads the pointer first: ``Forbidden`` unless ``caller`` made the thread.
     """
     if before is not None and start is not None:
         raise InvalidRequest("'from' and 'before' cannot be combined.", details={"param": "from"})
+    head = await owned_head(pointers, thread_id, caller)
     if start is not None:
         cursor: str | None = validate_id(start, kind="from")
     elif before is None:
-        head = await pointers.read(thread_id)
         if head.checkpoint_id is None:
             raise ThreadNotFound(f"Thread '{thread_id}' has no turns yet.")
         cursor = head.checkpoint_id

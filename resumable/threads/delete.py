@@ -32,6 +32,7 @@ from ..storage.blob_records import BlobRecords, RecordUnreadable
 from ..storage.failures import list_page, storage_unavailable_on_failure
 from .admin import ThreadMetadata
 from .delete_progress import DeleteProgress
+from .ownership import Caller, owned_head
 from .pointers import ThreadHead, ThreadPointers
 
 if TYPE_CHECKING:  # the storage SDK loads on first use, not at import (cold start)
@@ -59,16 +60,18 @@ async def delete_thread(
     pointers: ThreadPointers,
     thread_id: str,
     *,
+    caller: Caller,
     store: CheckpointStore,
     deadline_seconds: float = 20.0,
 ) -> Deletion:
     """Delete everything of ``thread_id``; ``finished`` False when the deadline came first.
 
+    ``Forbidden`` before anything changes unless ``caller`` made the thread.
     ``ThreadNotFound`` once a whole scan found nothing of the thread (no pointer, metadata,
     checkpoint or record).
     """
     deadline = time.monotonic() + deadline_seconds
-    head: ThreadHead | None = await _tombstone(container, pointers, await pointers.read(thread_id))
+    head: ThreadHead | None = await _tombstone(container, pointers, await owned_head(pointers, thread_id, caller))
     deleted = 0
     worked = False
     while head is not None:

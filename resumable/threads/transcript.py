@@ -29,6 +29,7 @@ from typing import Any
 from ..base import strict_json
 from ..base.errors import CheckpointNotFound, InvalidRequest, ThreadNotFound
 from ..checkpoints.blob_store import BlobCheckpointStorage
+from .ownership import Caller, owned_head
 from .pointers import ThreadPointers, expired
 
 TRANSCRIPT = "transcript"
@@ -130,14 +131,16 @@ async def messages_page(
     store: BlobCheckpointStorage,
     thread_id: str,
     *,
+    caller: Caller,
     limit: int,
     after: str | None = None,
     newest_first: bool = True,
 ) -> tuple[list[ThreadMessage], bool]:
     """One page of the thread's messages and whether more follow. ``ThreadNotFound`` if the
     thread has no turns (callers decide whether an empty thread exists); ``ThreadExpired``
-    if retention removed its head checkpoint, as for a turn."""
-    head = await pointers.read(thread_id)
+    if retention removed its head checkpoint, as for a turn; ``Forbidden`` before anything
+    else unless ``caller`` made the thread."""
+    head = await owned_head(pointers, thread_id, caller)
     if head.checkpoint_id is None or head.deleting:
         raise ThreadNotFound(f"Thread '{thread_id}' has no turns yet.")
     start = _after(after)

@@ -22,6 +22,7 @@ from resumable.storage import layout
 from resumable.threads import housekeeping
 from resumable.threads.delete import delete_thread
 from resumable.threads.housekeeping import run_housekeeping
+from resumable.threads.ownership import Caller
 from tests import recording_workflow
 from tests.adapter.test_background_runs import _accept, _deliver, _take_message
 from tests.library.test_checkpoint_cache import other_instance
@@ -86,7 +87,9 @@ async def _finish(delivery: asyncio.Future[Any]) -> None:
 async def _delete_elsewhere(thread_id: str) -> None:
     """DELETE by a second instance: its own service and caches on the same container."""
     other = other_instance()
-    done = await delete_thread(other.store.container, other.pointers, thread_id, store=other.store)
+    done = await delete_thread(
+        other.store.container, other.pointers, thread_id, store=other.store, caller=Caller.MAINTENANCE
+    )
     assert done.finished
 
 

@@ -141,7 +141,8 @@ async def test_a_failing_migration_is_500_and_leaves_the_thread_on_its_version(
 async def test_a_legacy_checkpoint_without_a_version_resumes_as_the_first(
     host: FunctionHost, register: Register, storage_env: str
 ) -> None:
-    first = await turn(host, "t", "hello")
+    status, first = await post(host, "/api/runs", {"messages": "hello"})  # no thread: resumable by ID
+    assert status == 200, first
     legacy = uuid.uuid4().hex
     async with attacker_container(storage_env) as client:  # as written before versions existed
         source = await client.download_blob(f"checkpoints/{first['checkpoint_id']}.json")
@@ -182,9 +183,12 @@ async def test_a_checkpoint_of_one_workflow_never_restores_into_another(
     notes = await turn(host, "n", {"messages": "remember milk", "workflow": "notes"})
     assert await recorded(host, notes["checkpoint_id"]) == ("notes", "v1")
     assert reply(await turn(host, "n", "and eggs")) == "notes: ['remember milk', 'and eggs']"
+    status, loose = await post(host, "/api/runs", {"messages": "remember milk", "workflow": "notes"})
+    assert status == 200, loose  # a checkpoint of no thread: /api/runs resumes it by ID
     for path, body in (
         ("/api/threads/n/runs", {"messages": "x", "workflow": "default"}),
-        ("/api/runs", {"checkpoint_id": notes["checkpoint_id"], "messages": "x", "workflow": "default"}),
+        ("/api/threads/n/runs", {"from_checkpoint_id": notes["checkpoint_id"], "messages": "x", "workflow": "default"}),
+        ("/api/runs", {"checkpoint_id": loose["checkpoint_id"], "messages": "x", "workflow": "default"}),
     ):
         status, answer = await post(host, path, body)
         assert (status, answer["error"]["code"]) == (409, "workflow_mismatch"), answer

@@ -201,9 +201,17 @@ async def test_a_thread_deleted_elsewhere_is_not_continued_from_the_cache(host: 
     await post(host, "/api/threads/deleted/runs", {"messages": "two"})
     other = other_instance()
     from resumable.threads.delete import delete_thread
+    from resumable.threads.ownership import Caller
 
     assert (
-        await delete_thread(other.store.container, other.pointers, "deleted", store=other.store, deadline_seconds=30)
+        await delete_thread(
+            other.store.container,
+            other.pointers,
+            "deleted",
+            store=other.store,
+            deadline_seconds=30,
+            caller=Caller.MAINTENANCE,
+        )
     ).finished
     status, body = await post(host, "/api/threads/deleted/runs", {"messages": "three"})
     assert (status, body["error"]["code"]) == (409, "thread_busy")  # a delete raced it: nothing committed

@@ -21,6 +21,7 @@ from resumable.core.resume import TurnInput
 from resumable.core.runs import RunRequest, RunService
 from resumable.core.thread_turns import ThreadRunner
 from resumable.threads.delete import delete_thread
+from resumable.threads.ownership import Caller
 from resumable.threads.pointers import ThreadLocks, ThreadPointers
 
 
@@ -97,7 +98,14 @@ async def test_the_deletion_mark_keeps_the_origin_and_a_deleted_thread_starts_af
     mine, other = services
     await turn(mine, "gone", "one", "principal:alice")
     assert (
-        await delete_thread(other.store.container, other.pointers, "gone", store=other.store, deadline_seconds=30)
+        await delete_thread(
+            other.store.container,
+            other.pointers,
+            "gone",
+            store=other.store,
+            deadline_seconds=30,
+            caller=Caller.MAINTENANCE,
+        )
     ).finished
     await turn(other, "gone", "new owner", "principal:bob")
     assert (await mine.pointers.read("gone")).origin == "principal:bob"

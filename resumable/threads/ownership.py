@@ -1,0 +1,87 @@
+"""Whose a thread's data is: checked where it is read, against the caller who asks.
+
+A thread records the origin of its first turn (``pointer_record.Pointer.origin``). Every
+read of a thread's data through this library (its pointer, a checkpoint of its lineage by
+ID, its history, its transcript, the records of its runs and stored responses) takes a
+``Caller`` and refuses another origin with ``Forbidden`` before anything is returned or
+run. The adapter decides who the caller is (a principal, a function key, an adapter's
+channel); the library decides what that caller may read, so a route cannot forget it.
+
+A checkpoint's blob metadata names its thread (``thread_id``, set by every thread turn's
+save), so a checkpoint read by ID is the thread's: it answers its thread's origin only.
+A checkpoint without a thread (``/api/runs`` without one) is anyone's who holds its ID,
+as before origins existed; ``runs.RunService`` never resumes a thread's checkpoint outside
+its thread, so no thread-less copy of a thread's state is ever made (docs/security.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..base.errors import CheckpointNotFound, Forbidden
+from ..checkpoints.blob_store import BlobCheckpointStorage
+from ..checkpoints.info import CheckpointInfo
+from .pointers import ThreadHead, ThreadPointers
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who asks, named as a thread records its maker: ``api`` (a function key),
+    ``principal:<id>``, ``slack:<team>:<channel>``, ``github:<repository id>``.
+
+    A plain value, no request: whatever protocol the call came in by names it."""
+
+    origin: str
+    # The app's own maintenance (an operator's script, a test's set-up): reads every thread.
+    MAINTENANCE: ClassVar[Caller]
+
+    def may_use(self, head: ThreadHead) -> bool:
+        """Whether this caller made the thread (a pointer without an origin: anyone's)."""
+        return self is Caller.MAINTENANCE or head.accepts(self.origin)
+
+    def may_use_record(self, origin: str | None) -> bool:
+        """Whether this caller started a run whose record names ``origin`` (a record from
+        before origins, without one: anyone's)."""
+        return self is Caller.MAINTENANCE or origin is None or origin == self.origin
+
+
+Caller.MAINTENANCE = Caller("\x00maintenance")  # no origin a request can carry (not a valid ID)
+
+
+def refuse_unless_owner(head: ThreadHead, caller: Caller) -> ThreadHead:
+    """``head``, if ``caller`` made its thread; ``Forbidden`` otherwise."""
+    if not caller.may_use(head):
+        logger.info("Refused a caller of another origin on thread %s", head.thread_id)
+        raise Forbidden("You may not use this thread.")
+    return head
+
+
+def refuse_unless_run_owner(origin: str | None, caller: Caller) -> None:
+    """``Forbidden`` unless ``caller`` started the run whose record names ``origin``."""
+    if not caller.may_use_record(origin):
+        raise Forbidden("You may not use this run.")
+
+
+async def owned_head(pointers: ThreadPointers, thread_id: str, caller: Caller) -> ThreadHead:
+    """The thread's pointer, if ``caller`` made the thread (else ``Forbidden``)."""
+    return refuse_unless_owner(await pointers.read(thread_id), caller)
+
+
+async def checkpoint_info(
+    pointers: ThreadPointers, store: BlobCheckpointStorage, checkpoint_id: str, caller: Caller
+) -> CheckpointInfo:
+    """A checkpoint's metadata, read by its ID: a thread's checkpoint only for that thread's
+    origin (``Forbidden``), and only while the thread is there (a pointer gone or being
+    deleted: ``CheckpointNotFound``, as the checkpoint soon is). One HEAD, then the pointer
+    for a thread's checkpoint."""
+    info = await store.get_info(checkpoint_id)
+    if info.thread_id is None:
+        return info
+    head = refuse_unless_owner(await pointers.read(info.thread_id), caller)
+    if head.etag is None or head.deleting:
+        raise CheckpointNotFound(f"Checkpoint '{checkpoint_id}' was not found.")
+    return info
