@@ -59,6 +59,9 @@ class RunRequest:
     # The workflow (and version) the request names; None: a new run starts on the catalog's
     # default, a resume stays on its checkpoint's (``catalog.WorkflowCatalog.choose``).
     workflow: WorkflowRef | None = None
+    # Which events a stream carries: ``outputs`` (outputs and requests), or ``all`` (with each
+    # superstep and executor invocation too: ``lifecycle``).
+    events: str = "outputs"
 
 
 def _sent(message: Message) -> dict[str, str]:
@@ -263,7 +266,7 @@ class RunService:
         scope: RequestScope,
         request: RunRequest,
     ) -> AsyncIterator[Event]:
-        collector = ResultCollector()
+        collector = ResultCollector(lifecycle=request.events == "all")
         try:
             async with aclosing(events):  # type: ignore[type-var]
                 collector.add(first)
