@@ -237,6 +237,12 @@ class CheckpointNotInThread(ResumeError):
     code = "checkpoint_not_in_thread"
 
 
+class StateNotEditable(ResumeError):
+    """An edit of an executor's state whose saved state JSON cannot hold (it was pickled)."""
+
+    code = "state_not_editable"
+
+
 class Forbidden(ResumeError):
     """The thread authorizer refused this request; nothing was read or run."""
 

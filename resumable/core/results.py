@@ -49,12 +49,19 @@ def request_json(event: WorkflowEvent) -> dict[str, Any]:
     }
 
 
+# Where a checkpoint's metadata records that its turn ran from edited state (``checkpoint_state``).
+EDITED = "edited"
+
+
 def turn_json(checkpoint: WorkflowCheckpoint) -> dict[str, Any]:
     """What a checkpoint's turn was sent and answered (its transcript), and the requests it
-    left pending, rendered as a run's answer renders them."""
+    left pending, rendered as a run's answer renders them; ``edited`` when its turn ran from
+    an edited state."""
+    edited = checkpoint.metadata.get(EDITED)
     return {
         **recorded(checkpoint.metadata),
         "pending_requests": [request_json(e) for e in checkpoint.pending_request_info_events.values()],
+        **({EDITED: edited} if edited else {}),
     }
 
 
