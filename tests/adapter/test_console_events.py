@@ -6,10 +6,14 @@ Azurite.
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import pytest
 
 from devtools.function_host import FunctionHost
 from devtools.queue_runner import QueueRunner
+from tests.adapter.test_chat_agents import API_KEY, model  # noqa: F401 - the fake model's fixture
 
 LIFECYCLE = {"superstep_started", "superstep_completed", "executor_invoked", "executor_completed", "executor_failed"}
 
@@ -115,3 +119,23 @@ async def test_a_background_runs_log_holds_the_lifecycle_when_asked(host: Functi
         "superstep_completed",
     ] * 2
     assert "done" in names
+
+
+@pytest.mark.usefixtures("model")
+async def test_agent_executors_lifecycle_renders_as_json_and_holds_no_key(host: FunctionHost) -> None:
+    response = await host.request(
+        "POST", "/api/threads/agents/runs", json_body={"messages": "hello", "stream": True, "events": "all"}
+    )
+    assert response.status == 200
+    raw = await response.body()
+    assert API_KEY.encode() not in raw
+    events = [
+        (frame.split(b"\n")[1][len(b"event: ") :].decode(), json.loads(frame.split(b"\ndata: ", 1)[1]))
+        for frame in raw.strip().split(b"\n\n")
+    ]
+    completed = [d for n, d in events if n == "executor_completed"]
+    assert [d["executor_id"] for d in completed][-1] == "reviewer"
+    assert events[-1][0] == "done"
+    reply = events[-1][1]["messages"][-1]["content"]
+    # The reviewer's outputs, as JSON, hold its reply.
+    assert reply in json.dumps(completed[-1]["outputs"])
