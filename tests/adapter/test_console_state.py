@@ -173,3 +173,15 @@ async def test_malformed_edits_are_refused(host: FunctionHost) -> None:
         host, "malformed", other["checkpoint_id"], {"executor_states": {"memory": {}}, "messages": "x"}
     )
     assert (status, answer["error"]["code"]) == (409, "checkpoint_not_in_thread")
+
+
+async def test_the_shared_state_leaves_out_the_framework_s_own_keys(host: FunctionHost) -> None:
+    done = await _turn(host, "shared", {"messages": "hello"})
+    saved = await build_service(load_settings()).store.load(done["checkpoint_id"])
+    internal = sorted(key for key in saved.state if key.startswith("_"))
+    # The framework keeps its own keys there (executor states, run arguments): none is shown.
+    assert internal, saved.state.keys()
+    status, body = await _state(host, "shared", done["checkpoint_id"])
+    assert status == 200
+    assert not [key for key in body["shared_state"] if key.startswith("_")]
+    assert "_executor_state" not in str(body["shared_state"])
