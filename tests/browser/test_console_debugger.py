@@ -32,7 +32,8 @@ WATCH_GRAPH = """() => {
       const after = later ? later.oldValue : record.target.getAttribute("class");
       if (running(after) && !running(record.oldValue)) window.seenRunning.push(record.target.dataset.executorId);
     });
-  }).observe(document.querySelector("#workflow"), { subtree: true, attributes: true, attributeOldValue: true, attributeFilter: ["class"] });
+  }).observe(document.querySelector("#workflow"),
+    { subtree: true, attributes: true, attributeOldValue: true, attributeFilter: ["class"] });
 }"""
 
 
@@ -152,3 +153,26 @@ def test_an_edit_of_pickled_state_is_refused_with_its_reason(
     # Nothing ran: the thread is as it was.
     _, after = api(console_server, f"/threads/{thread_id}")
     assert after["checkpoint_id"] == thread["checkpoint_id"] and after["turns"] == 1
+
+
+def test_a_background_run_s_lifecycle_is_drawn_from_its_log(
+    page: Page, console_url: str, console_server: Serving
+) -> None:
+    open_on(page, console_url, "later", "step-pipeline")
+    expect(page.locator("#workflow svg g.node")).to_have_count(10, timeout=TIMEOUT)
+    page.fill("#composer textarea[name=message]", "in the background")
+    page.check("#composer input[name=background]")
+    page.click("#composer button[type=submit]")
+    run = page.locator("#runs .run")
+    expect(run).to_have_attribute("data-status", "succeeded", timeout=TIMEOUT)
+    # The run's log carried the lifecycle ("events": "all"): drawn on the timeline and the
+    # graph, not listed among the run's events, which keep its output and its end.
+    timeline = page.locator("#timeline .timeline", has_text="Background run")
+    expect(timeline.locator(".superstep.done")).to_have_count(10, timeout=TIMEOUT)
+    expect(timeline.locator(".invocation.done .executor")).to_have_text(STEPS)
+    expect(page.locator("#workflow svg g.node.done")).to_have_count(10)
+    expect(run.locator(".events li[data-event=output]")).to_contain_text('turn 1: "in the background"')
+    assert not [e for e in run.locator(".events li").all_inner_texts() if "executor" in e or "superstep" in e]
+    _, record = api(console_server, f"/runs/{run.get_attribute('data-run-id')}")
+    assert record["status"] == "succeeded"
+    shot(page, "background-run-timeline")

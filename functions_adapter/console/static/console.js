@@ -16,9 +16,17 @@ const MAX_BRANCHES = 10;
 const THREAD_PAGES = 5; // listing pages of 100 read to sort newest first
 
 const api = new Api(location.pathname.replace(/\/console\/?$/, ""), () => openKeyDialog());
+const runTimelines = new Map(); // background run ID → its Timeline
 const runs = new Runs(api, $("#runs"), (threadId) => {
   touchThread(threadId);
   if (view && view.threadId === threadId) act(refresh);
+}, (run, event, data) => {
+  if (!isLifecycle(event)) return false;
+  if (view && view.threadId === run.threadId) {
+    if (!runTimelines.has(run.id)) runTimelines.set(run.id, new Timeline($("#timeline"), `Background run ${shortId(run.id)}`));
+    runTimelines.get(run.id).onEvent(event, data);
+  }
+  return true;
 });
 const graphs = new Map(); // workflow name → GET /api/workflows/{name} body
 let workflows = [];
@@ -135,6 +143,7 @@ async function openThread(threadId, workflow) {
   clear($("#pending"));
   clear($("#checkpoint-detail")).hidden = true;
   forgetTurns();
+  runTimelines.clear();
   runs.show(threadId);
   // Whether it exists, asked of the listing (always 200) rather than by a 404 from
   // GET /threads/{id}, which the browser would log as a failed load.
@@ -410,6 +419,7 @@ async function send(text, background) {
   if (current.fork) body.from_checkpoint_id = current.fork;
   if (!current.head && current.workflow) body.workflow = current.workflow;
   const path = `/threads/${encodeURIComponent(current.threadId)}/runs`;
+  body.events = "all"; // the executor lifecycle too: the timeline and the graph follow it
   if (background) {
     body.background = true;
     const { body: accepted } = await api.call("POST", path, { body });
@@ -420,7 +430,6 @@ async function send(text, background) {
   }
   if (text) $("#conversation").append(message("user", text));
   scrollToNewest();
-  body.events = "all"; // the executor lifecycle too: the timeline and the graph follow it
   await streamTurn(current, path, body, text ? `Turn: ${text}` : "Turn");
   setFork(null);
 }
