@@ -34,8 +34,9 @@ class LifecycleClock:
         self._to_json = to_json
         self._iteration = 0
         self._superstep_started = 0.0
-        # An executor runs at most once at a time in a superstep; keyed by its ID.
-        self._invoked: dict[str, float] = {}
+        # When each open invocation started, by executor ID: an executor handed several
+        # messages in one superstep is invoked once per message, each closed in turn.
+        self._invoked: dict[str, list[float]] = {}
 
     def render(self, event: WorkflowEvent) -> tuple[str, dict[str, Any]] | None:
         kind = event.type
@@ -49,9 +50,10 @@ class LifecycleClock:
             return kind, {"iteration": int(event.iteration or 0), "duration_ms": _ms(self._superstep_started)}
         executor_id = str(event.executor_id)
         if kind == "executor_invoked":
-            self._invoked[executor_id] = time.monotonic()
+            self._invoked.setdefault(executor_id, []).append(time.monotonic())
             return kind, {"executor_id": executor_id, "iteration": self._iteration, "input": self._to_json(event.data)}
-        started = self._invoked.pop(executor_id, time.monotonic())
+        open_ones = self._invoked.get(executor_id) or [time.monotonic()]
+        started = open_ones.pop(0)
         data: dict[str, Any] = {"executor_id": executor_id, "iteration": self._iteration, "duration_ms": _ms(started)}
         if kind == "executor_completed":
             data["outputs"] = self._to_json(list(event.data or []))

@@ -62,7 +62,7 @@ function payload(title, value) {
 export class Timeline {
   constructor(box, label) {
     this.steps = new Map(); // iteration → {section, head, rows}
-    this.rows = new Map(); // executor ID → its open row
+    this.rows = new Map(); // executor ID → its open rows, oldest first (one per message handed it)
     this.count = el("span", { class: "quiet" }, "");
     this.body = el("ol", { class: "supersteps" });
     this.root = el("details", { class: "timeline", open: true }, el("summary", {}, label, " ", this.count), this.body);
@@ -98,12 +98,12 @@ export class Timeline {
         el("span", { class: "executor" }, data.executor_id), status, el("span", { class: "duration" }, ""),
         payload("input", data.input));
       row.status = status;
-      this.rows.set(data.executor_id, row);
+      if (!this.rows.has(data.executor_id)) this.rows.set(data.executor_id, []);
+      this.rows.get(data.executor_id).push(row);
       if (step) step.rows.append(row);
       markGraph(data.executor_id, "running");
     } else {
-      const row = this.rows.get(data.executor_id);
-      this.rows.delete(data.executor_id);
+      const row = (this.rows.get(data.executor_id) || []).shift();
       const failed = event === "executor_failed";
       markGraph(data.executor_id, failed ? "failed" : "done");
       if (!row) return true;
