@@ -103,6 +103,24 @@ async def put_thread_metadata(req: Request) -> Response:
     return await routes.handle_put_thread_metadata(req, req.path_params.get("thread_id", ""))
 
 
+@app.route(route="threads/{thread_id}/checkpoints/{checkpoint_id}/state", methods=["GET"])
+async def checkpoint_state(req: Request) -> Response:
+    """One thread checkpoint's executor states and shared state, as JSON (the console's debugger)."""
+    from functions_adapter.api import checkpoint_state  # noqa: PLC0415 - on first use
+
+    params = req.path_params
+    return await checkpoint_state.handle_state(req, params.get("thread_id", ""), params.get("checkpoint_id", ""))
+
+
+@app.route(route="threads/{thread_id}/checkpoints/{checkpoint_id}/fork", methods=["POST"])
+async def fork_edited(req: Request) -> Response:
+    """A thread turn forked from a checkpoint with edited executor states."""
+    from functions_adapter.api import checkpoint_state  # noqa: PLC0415 - on first use
+
+    params = req.path_params
+    return await checkpoint_state.handle_fork(req, params.get("thread_id", ""), params.get("checkpoint_id", ""))
+
+
 @app.route(route="checkpoints/{checkpoint_id}", methods=["GET"])
 async def get_checkpoint(req: Request) -> Response:
     """A checkpoint's metadata and lineage (never its state)."""

@@ -37,6 +37,7 @@ STATUS: dict[type[e.ResumeError], int] = {
     e.UnsupportedMediaType: 415,
     e.CheckpointUnreadable: 422,
     e.CheckpointTooLarge: 422,
+    e.StateNotEditable: 422,
     e.IdempotencyKeyReused: 422,
     e.CheckpointNotSaveable: 500,
     e.WorkflowFailed: 500,

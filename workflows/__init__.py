@@ -48,6 +48,8 @@ class Versions:
 REGISTRY: dict[str, str | Versions] = {
     "default": "workflows.default_conversation:SPEC",
     "chat-agents": "workflows.chat_agents:SPEC",
+    # Ten executors to watch in the console's debugger (workflows/step_pipeline.py).
+    "step-pipeline": "workflows.step_pipeline:SPEC",
 }
 
 

@@ -16,15 +16,28 @@ from functions_adapter.settings import InputLimits
 from resumable.base.errors import InvalidRequest
 from resumable.base.ids import validate_id
 from resumable.core.catalog import WorkflowRef
+from resumable.core.lifecycle import LEVELS
 from resumable.core.resume import TurnInput
 from resumable.core.runs import RunRequest
 
 _ROLES = ("user", "system")
 _MULTITASK = ("reject", "enqueue")
-_RUN_FIELDS = frozenset({"checkpoint_id", "messages", "responses", "stream", "background", "callback_url", "workflow"})
+_RUN_FIELDS = frozenset(
+    {"checkpoint_id", "messages", "responses", "stream", "background", "callback_url", "workflow", "events"}
+)
 # A thread run resumes from the thread's head, so it names no checkpoint.
 _THREAD_FIELDS = frozenset(
-    {"messages", "responses", "stream", "multitask", "background", "callback_url", "from_checkpoint_id", "workflow"}
+    {
+        "messages",
+        "responses",
+        "stream",
+        "multitask",
+        "background",
+        "callback_url",
+        "from_checkpoint_id",
+        "workflow",
+        "events",
+    }
 )
 
 
@@ -62,6 +75,7 @@ def parse_run_request(
         raise InvalidRequest("'callback_url' must be a non-empty URL string (leave it out for no callback).")
     workflow = _workflow(data.get("workflow"))
     multitask = one_of(data.get("multitask"), "multitask", _MULTITASK, default="reject")
+    events = one_of(data.get("events"), "events", LEVELS, default="outputs")
     if messages is not None and responses is not None:
         raise InvalidRequest("Send either 'messages' or 'responses', not both.")
 
@@ -79,6 +93,7 @@ def parse_run_request(
         callback_url=callback_url,
         fork_from=fork_from,
         workflow=workflow,
+        events=events,
     )
 
 

@@ -244,6 +244,12 @@ class CheckpointInThread(ResumeError):
     code = "checkpoint_in_thread"
 
 
+class StateNotEditable(ResumeError):
+    """An edit of an executor's state whose saved state JSON cannot hold (it was pickled)."""
+
+    code = "state_not_editable"
+
+
 class Forbidden(ResumeError):
     """The thread authorizer refused this request; nothing was read or run."""
 

@@ -13,6 +13,7 @@ from agent_framework import AgentResponse, AgentResponseUpdate, Message, Workflo
 
 from ..checkpoints.info import checkpoint_status
 from ..threads.transcript import recorded
+from .lifecycle import LifecycleClock
 
 
 def to_json(value: Any) -> Any:  # noqa: PLR0911 - one branch per kind of value
@@ -48,19 +49,28 @@ def request_json(event: WorkflowEvent) -> dict[str, Any]:
     }
 
 
+# Where a checkpoint's metadata records that its turn ran from edited state (``checkpoint_state``).
+EDITED = "edited"
+
+
 def turn_json(checkpoint: WorkflowCheckpoint) -> dict[str, Any]:
     """What a checkpoint's turn was sent and answered (its transcript), and the requests it
-    left pending, rendered as a run's answer renders them."""
+    left pending, rendered as a run's answer renders them; ``edited`` when its turn ran from
+    an edited state."""
+    edited = checkpoint.metadata.get(EDITED)
     return {
         **recorded(checkpoint.metadata),
         "pending_requests": [request_json(e) for e in checkpoint.pending_request_info_events.values()],
+        **({EDITED: edited} if edited else {}),
     }
 
 
 class ResultCollector:
     """Accumulates what a run produced, event by event."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, lifecycle: bool = False) -> None:
+        """``lifecycle``: also render each superstep and executor invocation (``"events": "all"``)."""
+        self._lifecycle = LifecycleClock(to_json) if lifecycle else None
         self.messages: list[dict[str, str]] = []
         self.outputs: list[Any] = []
         # Streamed agent tokens, joined into one assistant message per executor.
@@ -87,7 +97,7 @@ class ResultCollector:
             return "output", {"executor_id": executor_id, "output": value}
         if event.type == "request_info":
             return "request_info", request_json(event)
-        return None
+        return None if self._lifecycle is None else self._lifecycle.render(event)
 
     def body(self, saved: WorkflowCheckpoint) -> dict[str, Any]:
         """The final response body, described from the checkpoint that was saved."""

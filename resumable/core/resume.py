@@ -169,7 +169,7 @@ class PreparedRun:
     resumed_from: WorkflowCheckpoint | None
     stream: bool
     # The workflow and version that run it (``catalog.LoadedVersion.stamp``): its checkpoint records them.
-    stamp: Mapping[str, str] = field(default_factory=dict)
+    stamp: Mapping[str, Any] = field(default_factory=dict)
     _storage: RunCheckpoints = field(default_factory=RunCheckpoints)
     _completed: bool = False
 

@@ -24,6 +24,7 @@ from ..storage.failures import watching_writes
 from ..threads.pointers import ThreadPointers
 from ..threads.transcript import TRANSCRIPT, transcript
 from .catalog import WorkflowCatalog, WorkflowRef, migrate
+from .checkpoint_state import apply_edit, edit_stamp
 from .commit_ledger import CommitLedger
 from .results import ResultCollector, message_json
 from .resume import PreparedRun, TurnInput, prepare_run, unseen_input
@@ -60,6 +61,12 @@ class RunRequest:
     # The workflow (and version) the request names; None: a new run starts on the catalog's
     # default, a resume stays on its checkpoint's (``catalog.WorkflowCatalog.choose``).
     workflow: WorkflowRef | None = None
+    # Which events a stream carries: ``outputs`` (outputs and requests), or ``all`` (with each
+    # superstep and executor invocation too: ``lifecycle``).
+    events: str = "outputs"
+    # A fork from edited state: executor ID -> the JSON state it resumes with, in place of the
+    # state ``fork_from`` saved (``checkpoint_state.apply_edit``); the new checkpoint is marked.
+    state_edit: Mapping[str, dict[str, Any]] | None = None
 
 
 def _sent(message: Message) -> dict[str, str]:
@@ -194,9 +201,13 @@ class RunService:
         if checkpoint is not None and path:
             _, current = self.catalog.of_metadata(checkpoint.metadata)
             checkpoint = migrate(checkpoint, path, workflow, from_version=current)
+        edited: dict[str, Any] = {}
+        if request.state_edit is not None and checkpoint is not None:
+            apply_edit(checkpoint, request.state_edit, workflow)
+            edited = edit_stamp(checkpoint.checkpoint_id, request.state_edit)
         turn = request.turn if request.resent is None else unseen_input(request.turn, request.resent, checkpoint)
         run = await prepare_run(workflow, checkpoint, turn, stream=request.stream)
-        run.stamp = version.stamp
+        run.stamp = {**version.stamp, **edited}
         return run
 
     async def _save(
@@ -302,7 +313,7 @@ class RunService:
         scope: RequestScope,
         request: RunRequest,
     ) -> AsyncIterator[Event]:
-        collector = ResultCollector()
+        collector = ResultCollector(lifecycle=request.events == "all")
         try:
             async with aclosing(events):  # type: ignore[type-var]
                 collector.add(first)

@@ -373,6 +373,8 @@ def test_routes_and_auth_levels_are_registered_as_documented(host: FunctionHost)
         ("thread_history", ("GET",), "FUNCTION"),
         ("put_thread_metadata", ("PUT",), "FUNCTION"),
         ("get_checkpoint", ("GET",), "FUNCTION"),
+        ("checkpoint_state", ("GET",), "FUNCTION"),
+        ("fork_edited", ("POST",), "FUNCTION"),
         ("responses", ("POST",), "FUNCTION"),
         ("get_response", ("GET",), "FUNCTION"),
         ("delete_response", ("DELETE",), "FUNCTION"),

@@ -49,7 +49,7 @@ def _check_requests_http(exchanges: list[Exchange]) -> None:
     import function_app  # the routes the file must reach
 
     _, written = parse_http_file((EXAMPLES / "requests.http").read_text())
-    assert len(exchanges) == len(written) == 38
+    assert len(exchanges) == len(written) == 40
     routes = FunctionHost(function_app.app)
     covered = set()
     for exchange in exchanges:
@@ -84,7 +84,7 @@ def _check_requests_http(exchanges: list[Exchange]) -> None:
 def test_httpyac_runs_every_request_of_requests_http(served: Serving, tmp_path: Path) -> None:
     result, exchanges = httpyac_run(pointed_at("requests.http", tmp_path, served.base))
     summary = result["summary"]
-    assert summary["successRequests"] == summary["totalRequests"] == 38, summary
+    assert summary["successRequests"] == summary["totalRequests"] == 40, summary
     assert summary["erroredRequests"] == summary["failedRequests"] == 0, summary
     _check_requests_http(exchanges)
 

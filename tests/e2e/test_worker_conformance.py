@@ -56,6 +56,8 @@ HTTP_FUNCTIONS = {
     "delete_thread": ("threads/{thread_id}", {"DELETE"}, "FUNCTION"),
     "thread_history": ("threads/{thread_id}/history", {"GET"}, "FUNCTION"),
     "put_thread_metadata": ("threads/{thread_id}/metadata", {"PUT"}, "FUNCTION"),
+    "checkpoint_state": ("threads/{thread_id}/checkpoints/{checkpoint_id}/state", {"GET"}, "FUNCTION"),
+    "fork_edited": ("threads/{thread_id}/checkpoints/{checkpoint_id}/fork", {"POST"}, "FUNCTION"),
     "get_checkpoint": ("checkpoints/{checkpoint_id}", {"GET"}, "FUNCTION"),
     "responses": ("responses", {"POST"}, "FUNCTION"),
     "get_response": ("responses/{response_id}", {"GET"}, "FUNCTION"),

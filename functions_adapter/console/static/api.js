@@ -2,11 +2,10 @@
 // `Api.stream`, which add the tab's function key, log the call (method, path, status,
 // storage operations), and turn an error body into an `ApiError`.
 
-import { $, el } from "./dom.js";
+import { logCall } from "./calls.js";
 import { readEvents } from "./sse.js";
 
 const KEY_ITEM = "workflow-console.function-key";
-const MAX_LOGGED = 200;
 // The API's own rule for the IDs a caller chooses (resumable/base/ids.py): letters, digits,
 // '-', '_' and single '.', starting with a letter or digit, 1 to 128 characters. Such an ID
 // is one path segment and never a dot segment ('.', '..'), which the browser would resolve.
@@ -63,7 +62,7 @@ export class Api {
     const started = performance.now();
     const response = await this.fetch(method, url, { headers: this.headers(headers), body }, started);
     const text = await response.text();
-    this.log(method, url, response.status, response.headers.get("x-storage-operations"), started);
+    this.log(method, url, response.status, response.headers.get("x-storage-operations"), started, body).setResponse(text);
     const parsed = parse(text);
     if (!response.ok) throw this.failure(response.status, parsed);
     return { status: response.status, body: parsed, headers: response.headers };
@@ -74,16 +73,19 @@ export class Api {
     const url = this.url(path);
     const started = performance.now();
     const response = await this.fetch(method, url, { headers: this.headers({ accept: "text/event-stream" }), body, signal }, started);
-    const entry = this.log(method, url, response.status, response.headers.get("x-storage-operations"), started, "SSE");
+    const entry = this.log(method, url, response.status, response.headers.get("x-storage-operations"), started, body, "SSE");
     if (!response.ok || !(response.headers.get("content-type") || "").startsWith("text/event-stream")) {
-      const parsed = parse(await response.text());
+      const text = await response.text();
+      entry.setResponse(text);
+      const parsed = parse(text);
       if (!response.ok) throw this.failure(response.status, parsed);
       return parsed; // a JSON answer where a stream was asked for (a replayed turn)
     }
     let events = 0;
     await readEvents(response, (event) => {
       events += 1;
-      entry.querySelector(".ops").textContent = `${events} events`;
+      entry.setOps(`${events} events`);
+      entry.addEvent(event);
       onEvent(event);
     }, signal);
     return null;
@@ -101,7 +103,7 @@ export class Api {
       return await fetch(url, init);
     } catch (error) {
       if (error.name === "AbortError") throw error;
-      this.log(method, url, "network error", null, started);
+      this.log(method, url, "network error", null, started, body);
       throw new ApiError(0, "network_error", `The app did not answer: ${error.message}`);
     }
   }
@@ -125,23 +127,9 @@ export class Api {
     return new ApiError(status, error.code || `http_${status}`, error.message || `HTTP ${status}`, error.details);
   }
 
-  log(method, url, status, operations, started, kind) {
-    const list = $("#calls");
-    const ms = Math.round(performance.now() - started);
-    const failed = typeof status !== "number" || status >= 400;
-    const entry = el(
-      "li",
-      { class: failed ? "failed" : "ok" },
-      el("span", { class: "method" }, method),
-      el("span", { class: "path" }, url),
-      el("span", { class: "status" }, String(status)),
-      el("span", { class: "ops", title: "storage operations this call made (x-storage-operations)" },
-        operations === null || operations === undefined ? (kind || "—") : `${operations} storage ops`),
-      el("span", { class: "time" }, `${ms} ms`),
-    );
-    list.prepend(entry);
-    while (list.children.length > MAX_LOGGED) list.lastElementChild.remove();
-    return entry;
+  /** The call in the page's list (`calls.js`), with its request body; returns the entry. */
+  log(method, url, status, operations, started, request, kind) {
+    return logCall(method, url, status, operations, started, request, kind);
   }
 }
 

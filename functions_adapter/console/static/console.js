@@ -3,6 +3,7 @@
 // and workflow graph on the right, and every HTTP call it made at the bottom.
 
 import { Api, ApiError, checkId } from "./api.js";
+import { Timeline, drawState, forgetTurns, isLifecycle, remarkGraph } from "./debugger.js";
 import { $, clear, el, json, shortId, when } from "./dom.js";
 import { drawGraph } from "./graph.js";
 import { drawLineage } from "./lineage.js";
@@ -15,9 +16,17 @@ const MAX_BRANCHES = 10;
 const THREAD_PAGES = 5; // listing pages of 100 read to sort newest first
 
 const api = new Api(location.pathname.replace(/\/console\/?$/, ""), () => openKeyDialog());
+const runTimelines = new Map(); // background run ID → its Timeline
 const runs = new Runs(api, $("#runs"), (threadId) => {
   touchThread(threadId);
   if (view && view.threadId === threadId) act(refresh);
+}, (run, event, data) => {
+  if (!isLifecycle(event)) return false;
+  if (view && view.threadId === run.threadId) {
+    if (!runTimelines.has(run.id)) runTimelines.set(run.id, new Timeline($("#timeline"), `Background run ${shortId(run.id)}`));
+    runTimelines.get(run.id).onEvent(event, data);
+  }
+  return true;
 });
 const graphs = new Map(); // workflow name → GET /api/workflows/{name} body
 let workflows = [];
@@ -134,6 +143,8 @@ async function openThread(threadId, workflow) {
   clear($("#conversation"));
   clear($("#pending"));
   clear($("#checkpoint-detail")).hidden = true;
+  forgetTurns();
+  runTimelines.clear();
   runs.show(threadId);
   // Whether it exists, asked of the listing (always 200) rather than by a 404 from
   // GET /threads/{id}, which the browser would log as a failed load.
@@ -203,13 +214,23 @@ async function loadBranches(threadId, read) {
 function render(current) {
   const info = current.info;
   $("#thread-meta").textContent = info
-    ? `${info.turns} turn${info.turns === 1 ? "" : "s"} · workflow ${current.workflow || "?"}@${current.version || "?"} · head ${shortId(current.head)}` +
+    ? `${headTurns(current, info)} · workflow ${current.workflow || "?"}@${current.version || "?"} · head ${shortId(current.head)}` +
       (Object.keys(info.metadata || {}).length ? ` · metadata ${JSON.stringify(info.metadata)}` : "")
     : `New thread: its first message starts it on workflow ${current.workflow || "(the default)"}.`;
   renderConversation(current);
   renderPending(current);
   renderLineage(current);
   if (current.selected && current.nodes.has(current.selected)) renderDetail(current, current.selected);
+}
+
+/** The turns on the head's line (what its replies count), not every turn the thread took:
+ * a fork's abandoned branch is not the head's. Read off the lineage pages; while older pages
+ * are unread, a lower bound. */
+function headTurns(current, info) {
+  const line = current.lineage.length;
+  const text = `${line}${current.next ? "+" : ""} turn${line === 1 && !current.next ? "" : "s"}`;
+  const forked = info.turns > line && !current.next ? ` (${info.turns} in all, forks included)` : "";
+  return text + forked;
 }
 
 function renderConversation(current) {
@@ -224,6 +245,13 @@ function renderConversation(current) {
     if (entry.status === "pending_requests") list.append(message("note", "(waiting for an answer: see below)"));
   }
   $("#load-older").hidden = !current.next;
+  scrollToNewest();
+}
+
+/** The conversation opens (and stays) at its newest turn. */
+function scrollToNewest() {
+  const list = $("#conversation");
+  list.scrollTop = list.scrollHeight;
 }
 
 function message(role, text) {
@@ -298,16 +326,46 @@ function renderDetail(current, checkpointId) {
     isHead
       ? el("p", { class: "quiet" }, "This is the head: the next message continues from it.")
       : el("button", { type: "button", dataset: { action: "fork" }, onclick: () => setFork(checkpointId) }, "Fork from here"),
+    el("div", { class: "state", id: "checkpoint-state" }, el("p", { class: "quiet" }, "Reading its state…")),
   );
+  act(() => showState(current, checkpointId));
+}
+
+/** The selected checkpoint's executor states, each editable, and a fork from an edit. */
+async function showState(current, checkpointId) {
+  const path = `/threads/${encodeURIComponent(current.threadId)}/checkpoints/${encodeURIComponent(checkpointId)}`;
+  let state;
+  try {
+    ({ body: state } = await api.call("GET", `${path}/state`));
+  } catch (error) {
+    const box = $("#checkpoint-state");
+    if (box && view === current && current.selected === checkpointId) clear(box).append(el("p", { class: "quiet" }, `State unavailable: ${error.message}`));
+    throw error;
+  }
+  const box = $("#checkpoint-state");
+  if (!box || view !== current || current.selected !== checkpointId) return;
+  drawState(box, state, {
+    act,
+    onFork: async (executorStates, text) => {
+      if (current.busy) throw new Error("A turn is still in progress: its reply comes first.");
+      const body = { executor_states: executorStates, events: "all" };
+      if (text) body.messages = text;
+      await streamTurn(current, `${path}/fork`, body, `Fork from ${shortId(checkpointId)} with edited state`);
+    },
+  });
 }
 
 /** A thread waiting on a request takes an answer, not a message (the API would say 409),
  * unless the message forks from an older checkpoint. */
 function lockComposer() {
+  const busy = Boolean(view && view.busy);
   const locked = Boolean(view && view.pending && !view.fork);
   const composer = $("#composer");
-  $("button[type=submit]", composer).disabled = locked;
-  $("textarea", composer).placeholder = locked ? "Answer the request above first (or fork from an older checkpoint)" : "Message";
+  $("button[type=submit]", composer).disabled = locked || busy;
+  for (const button of document.querySelectorAll("[data-action=fork-edited], #pending button")) button.disabled = busy;
+  $("textarea", composer).placeholder = busy
+    ? "A turn is in progress: Send comes back when its reply is in"
+    : locked ? "Answer the request above first (or fork from an older checkpoint)" : "Message";
 }
 
 function setFork(checkpointId) {
@@ -350,6 +408,7 @@ async function showWorkflow(current) {
     el("p", { class: "signature", title: "graph signature: a resume checks it against the checkpoint's" }, `signature ${version.signature || "unavailable"}`),
     version.graph ? drawGraph(version.graph) : el("p", { class: "quiet" }, version.graph_unavailable || "No graph."),
   );
+  remarkGraph();
 }
 
 // -- sending --------------------------------------------------------------------------------
@@ -361,6 +420,7 @@ async function send(text, background) {
   if (current.fork) body.from_checkpoint_id = current.fork;
   if (!current.head && current.workflow) body.workflow = current.workflow;
   const path = `/threads/${encodeURIComponent(current.threadId)}/runs`;
+  body.events = "all"; // the executor lifecycle too: the timeline and the graph follow it
   if (background) {
     body.background = true;
     const { body: accepted } = await api.call("POST", path, { body });
@@ -370,25 +430,37 @@ async function send(text, background) {
     return;
   }
   if (text) $("#conversation").append(message("user", text));
-  await streamTurn(current, path, body);
+  scrollToNewest();
+  await streamTurn(current, path, body, text ? `Turn: ${text}` : "Turn");
   setFork(null);
 }
 
 async function respond(request, value) {
   const path = `/threads/${encodeURIComponent(view.threadId)}/runs`;
-  await streamTurn(view, path, { responses: { [request.request_id]: value } });
+  await streamTurn(view, path, { responses: { [request.request_id]: value }, events: "all" }, `Answer to ${shortId(request.request_id)}`);
 }
 
-/** One turn as a live stream: each output as it arrives, then the thread read again. */
-async function streamTurn(current, path, body) {
+/** One turn as a live stream: each output as it arrives, each superstep and executor on the
+ * timeline and the graph, then the thread read again. Send is off until it is all drawn. */
+async function streamTurn(current, path, body, label) {
   const list = $("#conversation");
   const bubbles = new Map();
   const composer = $("#composer");
+  const started = new Date().toLocaleTimeString(undefined, { hour12: false });
+  let timeline = null;
   composer.classList.add("busy");
+  current.busy = true;
+  lockComposer();
   try {
     const replayed = await api.stream("POST", path, {
       body,
       onEvent: ({ event, data }) => {
+        if (isLifecycle(event)) {
+          timeline ||= new Timeline($("#timeline"), `${started} · ${label}`);
+          timeline.onEvent(event, data);
+          return;
+        }
+        if (timeline) timeline.onEvent(event, data);
         if (event === "output") {
           const executor = data.executor_id || "";
           const text = outputText(data);
@@ -400,6 +472,7 @@ async function streamTurn(current, path, body) {
             list.append(bubble);
           }
           $(".text", bubble).textContent += text;
+          scrollToNewest();
         } else if (event === "request_info") {
           list.append(message("note", "(the workflow asks for an answer)"));
         } else if (event === "error") {
@@ -413,6 +486,8 @@ async function streamTurn(current, path, body) {
     touchThread(current.threadId);
     if (view === current) await refresh();
   } finally {
+    current.busy = false;
+    lockComposer();
     composer.classList.remove("busy"); // only once the thread is drawn again
     for (const bubble of bubbles.values()) bubble.classList.remove("streaming");
   }

@@ -8,6 +8,8 @@ const ROW = 30;
 const COLUMN = 22;
 const LEFT = 14;
 const TOP = 16;
+const CHAR_W = 7.3; // 12px monospace
+const LABEL_WORDS = 30;
 
 /**
  * `nodes`: Map of checkpoint ID → history entry (`checkpoint_id`, `previous_checkpoint_id`,
@@ -31,7 +33,9 @@ export function drawLineage(nodes, headId, selectedId, onSelect) {
   const x = (id) => LEFT + column.get(id) * COLUMN;
   const y = (id) => TOP + row.get(id) * ROW;
   const labelX = LEFT + Math.max(next, 1) * COLUMN + 6;
-  const width = labelX + 300;
+  const labels = new Map(ordered.map((entry) => [entry.checkpoint_id, label(entry, headId)]));
+  const longest = Math.max(20, ...[...labels.values()].map((text) => text.length));
+  const width = labelX + Math.ceil(longest * CHAR_W) + 8; // every label whole: no box to scroll
   const height = TOP * 2 + Math.max(ordered.length - 1, 0) * ROW;
 
   const edges = svg("g", { class: "edges" });
@@ -55,15 +59,12 @@ export function drawLineage(nodes, headId, selectedId, onSelect) {
     if (column.get(id) !== 0) classes.push("branch");
     if (id === selectedId) classes.push("selected");
     if (entry.status === "pending_requests") classes.push("pending");
-    const first = entry.turn && entry.turn.in && entry.turn.in.find((m) => m.role === "user");
-    const words = first ? first.content : entry.turn && entry.turn.in && !entry.turn.in.length ? "(answer or continue)" : "";
-    const label = `${shortId(id)}${id === headId ? " HEAD" : ""}  ${clip(words, 28)}`;
     const group = svg(
       "g",
       { class: classes.join(" "), dataset: { checkpointId: id }, tabindex: 0, role: "button" },
-      svg("title", {}, `${id}\n${when(entry.timestamp)}\nstatus: ${entry.status}`),
+      svg("title", {}, `${id}\n${when(entry.timestamp)}\nstatus: ${entry.status}${entry.turn && entry.turn.edited ? "\nran from edited state" : ""}`),
       svg("circle", { cx: x(id), cy: y(id), r: id === headId ? 7 : 5 }),
-      svg("text", { x: labelX, y: y(id) + 4 }, label),
+      svg("text", { x: labelX, y: y(id) + 4 }, labels.get(id)),
     );
     group.addEventListener("click", () => onSelect(id));
     group.addEventListener("keydown", (event) => {
@@ -72,6 +73,16 @@ export function drawLineage(nodes, headId, selectedId, onSelect) {
     points.append(group);
   }
   return svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": "Checkpoint lineage" }, edges, points);
+}
+
+/** A node's label: its short ID, HEAD, "edited" for a turn run from edited state, and the
+ * turn's first words. */
+function label(entry, headId) {
+  const id = entry.checkpoint_id;
+  const first = entry.turn && entry.turn.in && entry.turn.in.find((m) => m.role === "user");
+  const words = first ? first.content : entry.turn && entry.turn.in && !entry.turn.in.length ? "(answer or continue)" : "";
+  const edited = entry.turn && entry.turn.edited ? " edited" : "";
+  return `${shortId(id)}${id === headId ? " HEAD" : ""}${edited}  ${clip(words, LABEL_WORDS)}`;
 }
 
 function clip(text, length) {

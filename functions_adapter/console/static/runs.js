@@ -10,10 +10,13 @@ const POLL_MS = 600;
 const FINISHED = new Set(["succeeded", "failed", "cancelled"]);
 
 export class Runs {
-  constructor(api, list, onFinished) {
+  /** `onLifecycle(run, event, data)`: offered each event first; true if it took it (the
+   * executor lifecycle, drawn on the turn timeline rather than in the run's event list). */
+  constructor(api, list, onFinished, onLifecycle) {
     this.api = api;
     this.list = list;
     this.onFinished = onFinished;
+    this.onLifecycle = onLifecycle || (() => false);
     this.byThread = new Map(); // thread ID → [run view]
     this.shown = null;
   }
@@ -78,6 +81,7 @@ export class Runs {
     try {
       await this.api.stream("GET", `/runs/${encodeURIComponent(run.id)}/stream`, {
         onEvent: ({ event, data }) => {
+          if (this.onLifecycle(run, event, data)) return;
           const last = run.events.lastElementChild;
           if (event === "output" && typeof data.delta === "string" && last && last.dataset.executor === data.executor_id) {
             last.lastChild.textContent += data.delta; // a model's tokens: one line per reply
