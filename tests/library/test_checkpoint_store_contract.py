@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import pytest
@@ -25,9 +25,11 @@ from resumable.base.errors import (
     CheckpointUnreadable,
     InvalidRequest,
 )
+from resumable.checkpoints.blob_metadata import CodecFor
 from resumable.checkpoints.blob_store import BlobCheckpointStorage
 from resumable.checkpoints.cache import HeadCache
 from resumable.checkpoints.codec import CheckpointCodec
+from resumable.checkpoints.info import VERSION_KEY, WORKFLOW_KEY
 from resumable.checkpoints.memory_store import MemoryCheckpointStore
 from resumable.checkpoints.store import CheckpointStore
 from resumable.core.resume import TurnInput
@@ -55,25 +57,28 @@ NOTE = f"{Note.__module__}:{Note.__qualname__}"
 @dataclass
 class Stores:
     """Builds stores of one kind over one set of checkpoints (as two app instances share a
-    container), each with the codec it is given."""
+    container), each with the codec (and ``codec_for``) it is given."""
 
-    build: Callable[[CheckpointCodec], CheckpointStore]
+    build: Callable[[CheckpointCodec, CodecFor | None], CheckpointStore]
 
     def __call__(self, codec: CheckpointCodec | None = None) -> CheckpointStore:
-        return self.build(codec or CheckpointCodec())
+        return self.build(codec or CheckpointCodec(), None)
+
+    def build_with(self, codec_for: CodecFor) -> CheckpointStore:
+        return self.build(CheckpointCodec(), codec_for)
 
 
 @pytest.fixture
 async def blob_stores(storage_env: str) -> Stores:
     container = wiring.container_for(Settings.from_env())
     await create_container_if_missing(container)
-    return Stores(lambda codec: BlobCheckpointStorage(container, codec))
+    return Stores(lambda codec, codec_for: BlobCheckpointStorage(container, codec, codec_for=codec_for))
 
 
 @pytest.fixture
 def memory_stores() -> Stores:
     shared: dict = {}
-    return Stores(lambda codec: MemoryCheckpointStore(codec, shared=shared))
+    return Stores(lambda codec, codec_for: MemoryCheckpointStore(codec, codec_for=codec_for, shared=shared))
 
 
 @pytest.fixture(params=KINDS)
@@ -235,6 +240,29 @@ async def test_the_allowlist_refuses_what_it_does_not_list(stores) -> None:
         await plain.load("noted")
 
 
+async def test_the_codec_for_a_version_is_chosen_by_the_metadata_stored_beside_it(stores) -> None:
+    """``codec_for``, given at construction: v2 lists ``Note``, v1 does not."""
+    codecs = {"v1": CheckpointCodec(), "v2": CheckpointCodec(allowed_types=[NOTE])}
+
+    def codec_for(metadata: Mapping[str, str]) -> CheckpointCodec:
+        return codecs[metadata.get(VERSION_KEY) or "v1"]
+
+    versioned = stores.build_with(codec_for)
+    for version in ("v1", "v2"):
+        checkpoint = await make_checkpoint(f"on-{version}")
+        checkpoint.metadata = {**checkpoint.metadata, WORKFLOW_KEY: "default", VERSION_KEY: version}
+        checkpoint.state["note"] = Note(version)
+        if version == "v1":
+            with pytest.raises(CheckpointNotSaveable):
+                await versioned.save(checkpoint)
+        else:
+            await versioned.save(checkpoint)
+    assert (await versioned.load("on-v2")).state["note"].text == "v2"
+    assert (await versioned.get_info("on-v2")).workflow_version == "v2"
+    with pytest.raises(CheckpointUnreadable):
+        await stores().load("on-v2")  # the default codec does not list Note
+
+
 # -- a turn end to end, with the checkpoints in memory ----------------------------------------
 
 
@@ -249,6 +277,14 @@ async def memory_service(storage_env: str) -> RunService:
     await create_container_if_missing(container)
     store = MemoryCheckpointStore(codec, codec_for=catalog.codec_for)
     return RunService(store, catalog, ThreadPointers(container, HeadCache()))
+
+
+async def test_the_service_leaves_the_store_as_it_was_built(storage_env: str) -> None:
+    """The codec per version is the store's constructor argument; a service never sets it."""
+    catalog = wiring.workflow_catalog(Settings.from_env())
+    store = MemoryCheckpointStore()
+    RunService(store, catalog, ThreadPointers(wiring.container_for(Settings.from_env())))
+    assert store.codec_for is None
 
 
 def say(text: str, checkpoint_id: str | None = None) -> RunRequest:
