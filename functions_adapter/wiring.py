@@ -107,8 +107,8 @@ def build_service(settings: Settings) -> RunService:
     codec = catalog.load(catalog.default, catalog.entry(catalog.default).newest).codec
     container = container_for(settings)
     checkpoints, heads = checkpoint_cache.shared(settings.checkpoint_cache_bytes)
-    store = BlobCheckpointStorage(container, codec, CheckpointMac(settings.checkpoint_mac_keys), checkpoints)
-    store.codec_for = catalog.codec_for
+    mac = CheckpointMac(settings.checkpoint_mac_keys)
+    store = BlobCheckpointStorage(container, codec, mac, checkpoints, codec_for=catalog.codec_for)
     return RunService(store, catalog, ThreadPointers(container, heads))
 
 

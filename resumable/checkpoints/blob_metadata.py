@@ -78,10 +78,30 @@ def of_blob(blob: Any) -> CheckpointInfo:
     return info_from(blob.name, dict(blob.metadata or {}), int(blob.size or 0), blob.creation_time)
 
 
+# Which codec reads a checkpoint, from the metadata stored beside it (``core/catalog.py``).
+CodecFor = Callable[[Mapping[str, str]], CheckpointCodec]
+
+
+def codec_of(metadata: Mapping[str, str], codec: CheckpointCodec, codec_for: CodecFor | None) -> CheckpointCodec:
+    """The codec that writes (or reads) a checkpoint with this metadata: its own workflow
+    version's, or ``codec`` for a store given no ``codec_for``."""
+    return codec if codec_for is None else codec_for(workflow_of(metadata))
+
+
+def decode_checked(
+    data: bytes, metadata: Mapping[str, str], checkpoint_id: str, codec: CheckpointCodec, codec_for: CodecFor | None
+) -> WorkflowCheckpoint:
+    """Decode with the codec the metadata chooses, then (with ``codec_for``) refuse a body
+    whose own workflow version would have chosen another (``same_workflow``)."""
+    chosen = codec_of(metadata, codec, codec_for)
+    checkpoint = chosen.decode(data, expected_id=checkpoint_id)
+    return checkpoint if codec_for is None else same_workflow(checkpoint, chosen, codec_for)
+
+
 def same_workflow(
     checkpoint: WorkflowCheckpoint,
     decoded_by: CheckpointCodec,
-    codec_for: Callable[[Mapping[str, str]], CheckpointCodec],
+    codec_for: CodecFor,
 ) -> WorkflowCheckpoint:
     """Refuse a body that its own workflow version's codec did not decode. The blob's metadata
     (not signed) chose ``decoded_by``; the body (signed, with the MAC on) names its workflow

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +36,7 @@ from ..storage.failures import (
     upload_new,
 )
 from . import blob_metadata
+from .blob_metadata import CodecFor
 from .cache import CachedBlob, CheckpointCache
 from .codec import CheckpointCodec
 from .gate import cpu, off_loop, transfer_slot
@@ -76,7 +76,11 @@ class BlobCheckpointStorage:
         codec: CheckpointCodec,
         mac: CheckpointMac | None = None,
         cache: CheckpointCache | None = None,
+        *,
+        codec_for: CodecFor | None = None,
     ) -> None:
+        """``codec_for``: which codec (allowlist) reads and writes a blob, from its metadata
+        (each workflow version has its own: ``core/catalog.py``); None: ``codec`` for every blob."""
         self.container = container
         self.codec = codec
         self.mac = mac or CheckpointMac(())
@@ -84,9 +88,7 @@ class BlobCheckpointStorage:
         # it may answer); None: every load downloads.
         self.cache = cache
         self._scope = container.url
-        # Which codec (allowlist) reads and writes a blob, from its metadata (each workflow
-        # version has its own: ``core/catalog.py``); None: ``codec`` for every blob.
-        self.codec_for: Callable[[Mapping[str, str]], CheckpointCodec] | None = None
+        self.codec_for = codec_for
 
     # -- writes -------------------------------------------------------------------
 
@@ -110,7 +112,8 @@ class BlobCheckpointStorage:
             async with transfer_slot():
                 watch = tracing.Stopwatch()
                 described = blob_metadata.metadata_for(checkpoint, thread_id, replaced_head)
-                data, tag = await off_loop(self._encode_and_sign, checkpoint, self._codec(described))
+                codec = blob_metadata.codec_of(described, self.codec, self.codec_for)
+                data, tag = await off_loop(self._encode_and_sign, checkpoint, codec)
                 span.set_attribute("checkpoint.encode_ms", watch.ms)
                 span.set_attribute("checkpoint.size_bytes", len(data))
                 metadata = {**described, **tag}
@@ -127,9 +130,6 @@ class BlobCheckpointStorage:
             },
         )
         return checkpoint.checkpoint_id
-
-    def _codec(self, metadata: Mapping[str, str]) -> CheckpointCodec:
-        return self.codec if self.codec_for is None else self.codec_for(blob_metadata.workflow_of(metadata))
 
     def _encode_and_sign(self, checkpoint: WorkflowCheckpoint, codec: CheckpointCodec) -> tuple[bytes, dict[str, str]]:
         data = codec.encode(checkpoint)
@@ -225,10 +225,7 @@ class BlobCheckpointStorage:
             raise CheckpointUnreadable(
                 "The checkpoint was not written by this app (its MAC does not verify)."
             ) from None
-        if self.codec_for is None:
-            return self.codec.decode(data, expected_id=checkpoint_id)
-        codec = self.codec_for(blob_metadata.workflow_of(metadata))
-        return blob_metadata.same_workflow(codec.decode(data, expected_id=checkpoint_id), codec, self.codec_for)
+        return blob_metadata.decode_checked(data, metadata, checkpoint_id, self.codec, self.codec_for)
 
     async def get_info(self, checkpoint_id: str) -> CheckpointInfo:
         """Read a checkpoint's metadata without downloading or decoding its body."""

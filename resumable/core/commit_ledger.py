@@ -27,8 +27,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..base.errors import CheckpointNotFound
-from ..checkpoints.blob_store import BlobCheckpointStorage
 from ..checkpoints.info import CheckpointInfo
+from ..checkpoints.store import CheckpointStore
 from ..threads.pointers import ThreadPointers
 
 # How far back the walk goes past the pointer's recent window.
@@ -38,7 +38,7 @@ LINEAGE_WALK_LIMIT = 1000
 class CommitLedger:
     """Whether a checkpoint was committed, from the checkpoints and the thread's pointer."""
 
-    def __init__(self, store: BlobCheckpointStorage, pointers: ThreadPointers) -> None:
+    def __init__(self, store: CheckpointStore, pointers: ThreadPointers) -> None:
         self._store = store
         self._pointers = pointers
 

@@ -19,7 +19,8 @@ from ..base import strict_json
 from ..base.errors import CheckpointInThread, CheckpointNotInThread, ResumeError, WorkflowFailed
 from ..base.tracing import RequestScope, within
 from ..checkpoints import af_internals
-from ..checkpoints.blob_store import BlobCheckpointStorage
+from ..checkpoints.codec import CheckpointCodec
+from ..checkpoints.store import CheckpointStore
 from ..storage.failures import watching_writes
 from ..threads.pointers import ThreadPointers
 from ..threads.transcript import TRANSCRIPT, transcript
@@ -154,15 +155,23 @@ class Runner(Protocol):
 
 class RunService:
     def __init__(
-        self, store: BlobCheckpointStorage, spec: WorkflowSource | WorkflowCatalog, pointers: ThreadPointers
+        self,
+        store: CheckpointStore,
+        spec: WorkflowSource | WorkflowCatalog,
+        pointers: ThreadPointers,
+        *,
+        codec: CheckpointCodec | None = None,
     ) -> None:
-        """``spec``: the workflows this service runs (a ``WorkflowCatalog``), or one
-        unversioned workflow. The store reads each blob with its own version's codec."""
+        """``spec``: the workflows this service runs (a ``WorkflowCatalog``, whose ``codec_for``
+        the store was built with, so that it reads each checkpoint with its own version's
+        codec), or one unversioned workflow, whose catalog reports ``codec`` (default: the
+        library's default codec; the store encodes and decodes with its own)."""
         self.store = store
         self.spec = spec
-        self.catalog = spec if isinstance(spec, WorkflowCatalog) else WorkflowCatalog.single(spec, store.codec)
-        if store.codec_for is None:
-            store.codec_for = self.catalog.codec_for
+        if isinstance(spec, WorkflowCatalog):
+            self.catalog = spec
+        else:
+            self.catalog = WorkflowCatalog.single(spec, codec if codec is not None else CheckpointCodec())
         self.pointers = pointers
         # The one answer to "did checkpoint X commit?" (replays, background runs, forks).
         self.ledger = CommitLedger(store, pointers)

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..base.errors import CheckpointNotFound, InvalidRequest, PreconditionFailed, ThreadNotFound
 from ..base.ids import validate_id
-from ..checkpoints.blob_store import BlobCheckpointStorage
 from ..checkpoints.info import CheckpointInfo
+from ..checkpoints.store import CheckpointStore
 from ..storage import layout
 from ..storage.record_store import UNREAD, RecordStore, RecordUnreadable, Stored
 from .ownership import Caller, owned_head
@@ -79,7 +79,7 @@ class HistoryEntry:
 
 async def history(
     pointers: ThreadPointers,
-    store: BlobCheckpointStorage,
+    store: CheckpointStore,
     thread_id: str,
     *,
     caller: Caller,
@@ -129,7 +129,7 @@ async def history(
     return page, None if cursor is None else _cursor(thread_id, cursor)
 
 
-async def _read(store: BlobCheckpointStorage, checkpoint_id: str, whole: bool) -> HistoryEntry:
+async def _read(store: CheckpointStore, checkpoint_id: str, whole: bool) -> HistoryEntry:
     if not whole:
         return HistoryEntry(await store.get_info(checkpoint_id))
     checkpoint, info = await store.load_described(checkpoint_id)

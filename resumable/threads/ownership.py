@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..base.errors import CheckpointNotFound, Forbidden
-from ..checkpoints.blob_store import BlobCheckpointStorage
+from ..checkpoints.store import CheckpointStore
 from ..checkpoints.info import CheckpointInfo
 from .pointers import ThreadHead, ThreadPointers
 
@@ -72,7 +72,7 @@ async def owned_head(pointers: ThreadPointers, thread_id: str, caller: Caller) -
 
 
 async def checkpoint_info(
-    pointers: ThreadPointers, store: BlobCheckpointStorage, checkpoint_id: str, caller: Caller
+    pointers: ThreadPointers, store: CheckpointStore, checkpoint_id: str, caller: Caller
 ) -> CheckpointInfo:
     """A checkpoint's metadata, read by its ID: a thread's checkpoint only for that thread's
     origin (``Forbidden``), and only while the thread is there (a pointer gone or being

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 from ..base import tracing
 from ..base.errors import CheckpointNotFound, ThreadBusy, ThreadExpired, ThreadUnreadable
 from ..base.ids import validate_id
-from ..checkpoints.blob_store import BlobCheckpointStorage
 from ..checkpoints.cache import HeadCache
+from ..checkpoints.store import CheckpointStore
 from ..storage import layout
 from ..storage.record_store import DELETE, RecordErrors, RecordStore, Refused, Stored
 from .delete_progress import DeleteProgress
@@ -211,7 +211,7 @@ class ThreadPointers:
         return removed
 
 
-async def live_head(pointers: ThreadPointers, store: BlobCheckpointStorage, thread_id: str) -> ThreadHead | None:
+async def live_head(pointers: ThreadPointers, store: CheckpointStore, thread_id: str) -> ThreadHead | None:
     """The pointer, checked against its head: None if the thread has no turns yet,
     ``ThreadExpired`` if retention removed its head checkpoint (one extra HEAD request)."""
     head = await pointers.read(thread_id)

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..base import strict_json
 from ..base.errors import CheckpointNotFound, InvalidRequest, ThreadNotFound
-from ..checkpoints.blob_store import BlobCheckpointStorage
+from ..checkpoints.store import CheckpointStore
 from .ownership import Caller, owned_head
 from .pointers import ThreadPointers, expired
 
@@ -128,7 +128,7 @@ def _not_ours() -> InvalidRequest:
 
 async def messages_page(
     pointers: ThreadPointers,
-    store: BlobCheckpointStorage,
+    store: CheckpointStore,
     thread_id: str,
     *,
     caller: Caller,
@@ -157,14 +157,14 @@ async def messages_page(
     return await _oldest_first(store, head.checkpoint_id, thread_id, start, limit)
 
 
-async def _info(store: BlobCheckpointStorage, checkpoint_id: str) -> Any:
+async def _info(store: CheckpointStore, checkpoint_id: str) -> Any:
     try:
         return await store.get_info(checkpoint_id)
     except CheckpointNotFound:
         return None
 
 
-async def _turn(store: BlobCheckpointStorage, checkpoint_id: str) -> tuple[list[ThreadMessage], str | None] | None:
+async def _turn(store: CheckpointStore, checkpoint_id: str) -> tuple[list[ThreadMessage], str | None] | None:
     """A turn's messages and its parent; None if retention removed it (the lineage ends)."""
     try:
         checkpoint = await store.load(checkpoint_id)
@@ -174,7 +174,7 @@ async def _turn(store: BlobCheckpointStorage, checkpoint_id: str) -> tuple[list[
 
 
 async def _newest_first(
-    store: BlobCheckpointStorage, cursor: str | None, start: tuple[str, int] | None, limit: int, at_head: str | None
+    store: CheckpointStore, cursor: str | None, start: tuple[str, int] | None, limit: int, at_head: str | None
 ) -> tuple[list[ThreadMessage], bool]:
     """``at_head``: the thread whose head ``cursor`` is (its absence: the thread expired)."""
     page: list[ThreadMessage] = []
@@ -197,7 +197,7 @@ async def _newest_first(
 
 
 async def _oldest_first(
-    store: BlobCheckpointStorage, head: str, thread_id: str, start: tuple[str, int] | None, limit: int
+    store: CheckpointStore, head: str, thread_id: str, start: tuple[str, int] | None, limit: int
 ) -> tuple[list[ThreadMessage], bool]:
     lineage: list[str] = []
     cursor: str | None = head
@@ -222,7 +222,7 @@ async def _oldest_first(
 
 
 async def _collect(
-    store: BlobCheckpointStorage, lineage: Sequence[str], start: tuple[str, int] | None, limit: int
+    store: CheckpointStore, lineage: Sequence[str], start: tuple[str, int] | None, limit: int
 ) -> tuple[list[ThreadMessage], bool]:
     page: list[ThreadMessage] = []
     for checkpoint_id in lineage:

@@ -159,7 +159,7 @@ def test_the_blob_store_is_the_library_s_narrow_checkpoint_store() -> None:
     and the protocol stays narrow (no container, no listing of whole bodies)."""
     assert issubclass(BlobCheckpointStorage, CheckpointStore)
     members = {name for name in vars(CheckpointStore) if not name.startswith("_")}
-    assert members == {"save", "load", "delete", "get_info", "info_page"}
+    assert members == {"save", "load", "load_described", "delete", "get_info", "info_page"}
 
 
 async def test_get_latest_breaks_a_timestamp_tie_by_lineage_then_by_the_highest_id(store) -> None:

@@ -44,7 +44,9 @@ def other_instance() -> RunService:
     """A second worker: the same container, caches of its own."""
     base = this_instance()
     container = base.store.container
-    store = BlobCheckpointStorage(container, base.store.codec, base.store.mac, CheckpointCache())
+    store = BlobCheckpointStorage(
+        container, base.store.codec, base.store.mac, CheckpointCache(), codec_for=base.store.codec_for
+    )
     return RunService(store, base.spec, ThreadPointers(container, HeadCache()))
 
 

@@ -29,7 +29,9 @@ def instance() -> RunService:
     """One app instance: the same container, caches of its own."""
     base = wiring.build_service(Settings.from_env())
     container = base.store.container
-    store = BlobCheckpointStorage(container, base.store.codec, base.store.mac, CheckpointCache())
+    store = BlobCheckpointStorage(
+        container, base.store.codec, base.store.mac, CheckpointCache(), codec_for=base.store.codec_for
+    )
     return RunService(store, base.spec, ThreadPointers(container, HeadCache()))
 
 

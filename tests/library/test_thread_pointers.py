@@ -242,7 +242,9 @@ def landed_then_overtaken(monkeypatch: pytest.MonkeyPatch, thread_id: str, rival
 def other_instance():
     base = service()
     container = base.store.container
-    store = BlobCheckpointStorage(container, base.store.codec, base.store.mac, CheckpointCache())
+    store = BlobCheckpointStorage(
+        container, base.store.codec, base.store.mac, CheckpointCache(), codec_for=base.store.codec_for
+    )
     return RunService(store, base.spec, ThreadPointers(container, HeadCache()))
 
 
