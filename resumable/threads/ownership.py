@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..base.errors import CheckpointNotFound, Forbidden
-from ..checkpoints.store import CheckpointStore
 from ..checkpoints.info import CheckpointInfo
+from ..checkpoints.store import CheckpointStore
 from .pointers import ThreadHead, ThreadPointers
 
 logger = logging.getLogger(__name__)
