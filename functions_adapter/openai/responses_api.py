@@ -12,13 +12,11 @@ stream in ``openai_events``; errors are rendered in OpenAI's shape.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import time
 from dataclasses import dataclass
 
-from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from fastapi import Request, Response
 
 from functions_adapter import keyed_call
@@ -54,13 +52,12 @@ from resumable.background import records as rr
 from resumable.background.events import EventReader
 from resumable.background.records import RunRecord, RunRecords
 from resumable.background.run_access import owned_record
-from resumable.base.errors import InvalidRequest, ResumeError
+from resumable.background.run_delete import delete_finished_run
+from resumable.base.errors import InvalidRequest
 from resumable.core.idempotency import StoredResponse, fingerprint
 from resumable.core.run_owner import RunOwner
 from resumable.core.runs import RunService
-from resumable.storage import layout
-from resumable.storage.failures import storage_unavailable_on_failure
-from resumable.storage.record_store import DELETE, Stored
+from resumable.storage.record_store import Stored
 from resumable.threads.ownership import Caller
 
 logger = logging.getLogger(__name__)
@@ -263,20 +260,8 @@ async def _delete(request: Request, response_id: str) -> Response:
     """Delete a finished response (its record and event logs); its checkpoint stays."""
     settings = load_settings()
     found = await _authorized(request, settings, "responses/{response_id}", response_id)
-    if not found.value.terminal:
+    if not await delete_finished_run(container_for(settings), found):
         raise ResponseInProgress("The response is still running: cancel it first, then delete it.")
-    container = container_for(settings)
-    run_id = found.value.run_id
-    await RunRecords(container).update(
-        run_id, lambda r: DELETE if r is not None and r.terminal else None, current=found
-    )
-    try:  # best effort: with the record gone nothing reads them, and retention removes leftovers
-        with storage_unavailable_on_failure("delete run events"):
-            async for blob in container.list_blobs(name_starts_with=layout.run_events_prefix(run_id)):
-                with contextlib.suppress(ResourceNotFoundError):
-                    await container.delete_blob(blob.name)
-    except (ResumeError, ResourceNotFoundError, HttpResponseError):
-        logger.warning("Could not delete the event logs of response %s", run_id)
     return json_response({"id": response_id, "object": "response", "deleted": True})
 
 

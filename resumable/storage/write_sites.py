@@ -76,7 +76,6 @@ RUN_QUEUE = "resumable/storage/run_queue.py"
 THREAD_DELETE = "resumable/threads/delete.py"
 HOUSEKEEPING = "resumable/threads/housekeeping.py"
 EVENT_SWEEP = "resumable/threads/event_sweep.py"
-RESPONSES_DELETE = "functions_adapter/openai/responses_api.py"
 
 
 @dataclass(frozen=True)
@@ -157,9 +156,10 @@ SITES: tuple[WriteSite, ...] = (
         layout.RUNS,
         Kind.DELETE,
         _EVENTS,
-        # DELETE of a thread or a response; a writer whose run's record is gone; the housekeeping
-        # pass's sweep of logs whose record is gone
-        (THREAD_DELETE, RESPONSES_DELETE, EVENT_LOG, EVENT_SWEEP),
+        # DELETE of a thread (its page of logs); a writer whose run's record is gone; the logs of
+        # a deleted run (a thread's or a response's DELETE) and housekeeping's sweep of logs
+        # whose record is gone (threads/event_sweep.py)
+        (THREAD_DELETE, EVENT_LOG, EVENT_SWEEP),
         ("delete", "execute", "sweep"),
     ),
     WriteSite("container.create", "", Kind.CONTAINER, "", (UPLOAD_NEW,), ("turn", "execute")),

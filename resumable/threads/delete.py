@@ -32,6 +32,7 @@ from ..storage.blob_records import BlobRecords, RecordUnreadable
 from ..storage.failures import list_page, storage_unavailable_on_failure
 from .admin import ThreadMetadata
 from .delete_progress import DeleteProgress
+from .event_sweep import delete_run_events
 from .ownership import Caller, owned_head
 from .pointers import ThreadHead, ThreadPointers
 
@@ -175,22 +176,13 @@ def _records_naming(prefix: str) -> _Step:
                 return 0
             deleted = int(await records.delete(name))
             if prefix == layout.RUNS:  # after the record: a log created meanwhile is listed here
-                await _delete_run_events(container, name)
+                await delete_run_events(container, name)
             return deleted
 
         deleted = await _bounded(_delete_blob(container, log) for log in logs)
         return deleted + await _bounded(one(name) for name in names if "/" not in name), token
 
     return step
-
-
-async def _delete_run_events(container: ContainerClient, run_id: str) -> None:
-    with storage_unavailable_on_failure("delete run events"):
-        try:
-            async for blob in container.list_blobs(name_starts_with=layout.run_events_prefix(run_id)):
-                await container.delete_blob(blob.name)
-        except sdk.ResourceNotFoundError:
-            return
 
 
 _STEPS: dict[str, _Step] = {

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import TYPE_CHECKING
 
-from azure.core.exceptions import ResourceNotFoundError
-from azure.storage.blob.aio import ContainerClient
-
-from ..storage import layout
+from ..storage import layout, sdk
 from ..storage.failures import list_page, storage_unavailable_on_failure
+
+if TYPE_CHECKING:  # the storage SDK loads on first use, not at import (cold start: a thread's DELETE imports this)
+    from azure.storage.blob.aio import ContainerClient
 
 _CONCURRENCY = 16
 
@@ -37,7 +38,7 @@ async def sweep_event_logs(container: ContainerClient, token: str | None, size: 
             with storage_unavailable_on_failure("sweep event logs"):
                 if await container.get_blob_client(record).exists():
                     return 0
-                with contextlib.suppress(ResourceNotFoundError):
+                with contextlib.suppress(sdk.ResourceNotFoundError):
                     await container.delete_blob(log)
                     return 1
         return 0
@@ -45,4 +46,19 @@ async def sweep_event_logs(container: ContainerClient, token: str | None, size: 
     return sum(await asyncio.gather(*(one(log) for log in logs))), token
 
 
-__all__ = ["sweep_event_logs"]
+async def delete_run_events(container: ContainerClient, run_id: str) -> int:
+    """Delete every event log of ``run_id`` (its record gone or going); the count deleted.
+
+    A log another call removed first, or a container that is gone, is simply not counted,
+    so a repeat is harmless. ``StorageUnavailable`` when storage fails.
+    """
+    deleted = 0
+    with storage_unavailable_on_failure("delete run events"), contextlib.suppress(sdk.ResourceNotFoundError):
+        async for blob in container.list_blobs(name_starts_with=layout.run_events_prefix(run_id)):
+            with contextlib.suppress(sdk.ResourceNotFoundError):
+                await container.delete_blob(blob.name)
+                deleted += 1
+    return deleted
+
+
+__all__ = ["delete_run_events", "sweep_event_logs"]
