@@ -24,7 +24,7 @@ from typing import Any
 from aiohttp import web
 
 from functions_adapter import signatures
-from resumable.base.errors import InvalidSignature
+from functions_adapter.errors import InvalidSignature
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -23,7 +23,7 @@ import hmac
 import time
 from collections.abc import Mapping, Sequence
 
-from resumable.base.errors import InvalidSignature
+from functions_adapter.errors import InvalidSignature
 from resumable.base.ids import is_ascii_digits
 
 _SECRET_PREFIX = "whsec_"  # noqa: S105 - the format's prefix, not a secret

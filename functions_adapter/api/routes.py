@@ -18,6 +18,7 @@ from functions_adapter import keyed_call
 from functions_adapter import signatures as webhook_signature
 from functions_adapter.api import thread_api
 from functions_adapter.authorization import caller_of, origin_of
+from functions_adapter.errors import PayloadTooLarge, UnsupportedMediaType
 from functions_adapter.headers import preferences
 from functions_adapter.http_responses import JSON_MEDIA_TYPE, event_stream, json_response, replay
 from functions_adapter.params import capped_number
@@ -25,7 +26,6 @@ from functions_adapter.request_trace import traced
 from functions_adapter.settings import Settings
 from functions_adapter.turns import build_turn
 from functions_adapter.wiring import build_service, load_settings
-from resumable.base.errors import PayloadTooLarge, UnsupportedMediaType
 from resumable.base.ids import validate_id
 from resumable.core.held_claim import HeldClaim
 from resumable.core.idempotency import StoredResponse

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from fastapi import Request, Response
 
+from functions_adapter.errors import NotFound
 from functions_adapter.http_responses import error_response
 from functions_adapter.request_trace import traced
 from functions_adapter.wiring import load_settings
-from resumable.base.errors import NotFound
 
 STATIC = Path(__file__).resolve().parent / "static"
 PAGE = "index.html"

@@ -22,13 +22,14 @@ from opentelemetry.trace import SpanKind
 
 from functions_adapter.api import thread_api
 from functions_adapter.authorization import caller_origin
+from functions_adapter.errors import PayloadTooLarge
 from functions_adapter.mcp.contract import GET_RUN, GET_THREAD, RUN_TURN, START_TURN, TOOLS
 from functions_adapter.settings import Settings, SettingsError
 from functions_adapter.status_map import headers_of, status_of
 from functions_adapter.turns import build_turn
 from functions_adapter.wiring import MISCONFIGURED, build_service, load_settings
 from resumable.base import strict_json, tracing
-from resumable.base.errors import InvalidRequest, PayloadTooLarge, ResumeError, ServerMisconfigured
+from resumable.base.errors import InvalidRequest, ResumeError, ServerMisconfigured
 from resumable.core.run_owner import RunOwner
 from resumable.threads.ownership import Caller
 

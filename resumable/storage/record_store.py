@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Protocol, Self, TypeVar
 
-from ..base.errors import ResumeError, StorageUnavailable
+from ..base.errors import RecordContended, StorageUnavailable
 from .blob_records import BlobRecords, RecordConflict, RecordUnreadable
 
 if TYPE_CHECKING:  # the storage SDK loads on first use, not at import (cold start)
@@ -43,12 +43,6 @@ KEPT_WRITES = 8
 DEFAULT_ATTEMPTS = 10
 # Last-Modified and Date have whole seconds: an age read from them is this far off at most.
 CLOCK_RESOLUTION = 1.0
-
-
-class RecordContended(ResumeError):
-    """A record changed under every attempt to update it; nothing was written."""
-
-    code = "record_contended"
 
 
 class Refused(Exception):

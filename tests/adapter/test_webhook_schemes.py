@@ -12,8 +12,8 @@ import pytest
 
 from devtools.function_host import FunctionHost
 from devtools.op_counter import OperationCounter
+from functions_adapter.errors import InvalidSignature
 from functions_adapter.signatures import verify
-from resumable.base.errors import InvalidSignature
 
 # GitHub's documented example ("Validating webhook deliveries", testing the signature).
 GITHUB_SECRET = "It's a Secret to Everybody"

@@ -10,8 +10,8 @@ import pytest
 
 from devtools.function_host import FunctionHost
 from devtools.op_counter import OperationCounter
+from functions_adapter.errors import InvalidSignature
 from functions_adapter.signatures import sign, verify
-from resumable.base.errors import InvalidSignature
 
 SECRET = "whsec_" + base64.b64encode(b"0123456789abcdef0123456789abcdef").decode()
 NEW_SECRET = "whsec_" + base64.b64encode(b"fedcba9876543210fedcba9876543210").decode()
