@@ -55,8 +55,12 @@ def _say(text: str) -> None:
 
 def _reserve(port: int) -> socket.socket | None:
     """The HTTP socket, bound to 127.0.0.1:``port`` now (None if the port is taken), so that
-    nothing started afterwards (Azurite picks free ports) can take it before uvicorn listens."""
-    sock = socket.socket()
+    nothing started afterwards (Azurite picks free ports) can take it before uvicorn listens.
+
+    Made with ``IPPROTO_TCP``, not protocol 0: asyncio sets ``TCP_NODELAY`` on the connections a
+    listening socket accepts only when its protocol says TCP, and without it every answer on a
+    kept-alive connection waited for the client's delayed ACK (about 40 ms a call)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(("127.0.0.1", port))
