@@ -1,7 +1,7 @@
 """Azure Functions entry point: the triggers only, each one line into ``functions_adapter``.
 
 HTTP → parse and authorize (``functions_adapter.api.routes``, ``turns``) → load, resume in one
-run, save (``resumable.core``: ``RunService``, ``RunOwner``) → respond (``responses``, ``sse``).
+run, save (``resumable.core``: ``RunService``, ``RunOwner``) → respond (``http_responses``, ``sse``).
 Background runs: ``functions_adapter.api.background_api`` / ``queue_triggers`` over
 ``resumable.background``. MCP tools (the host's ``/runtime/webhooks/mcp``): ``functions_adapter.mcp``.
 Thread housekeeping: ``maintenance`` over ``resumable.threads``.

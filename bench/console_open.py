@@ -49,7 +49,16 @@ def serve(work: Path) -> tuple[subprocess.Popen[bytes], str]:
     (work / "settings.json").write_text(json.dumps(settings))
     log = (work / "serve.log").open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "devtools.serve", "--port", str(port), "--settings", str(work / "settings.json")],
+        [
+            sys.executable,
+            "-m",
+            "devtools.serve",
+            "--in-memory",
+            "--port",
+            str(port),
+            "--settings",
+            str(work / "settings.json"),
+        ],
         cwd=ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,

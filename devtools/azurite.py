@@ -106,7 +106,7 @@ def _wait(starting: _Starting, deadline: float, others: list[_Starting]) -> int:
 
 def start_azurite(
     port: int = 0,
-    timeout: float = 30.0,
+    timeout: float = 180.0,
     location: Path | None = None,
     *,
     skip_api_version_check: bool = True,
@@ -116,6 +116,8 @@ def start_azurite(
 ) -> Azurite:
     """Start Azurite's blob and (with ``queue``) queue services, no telemetry, and wait
     until both accept requests. They start side by side, so two cost no more than one.
+    About 1.5 s on an idle machine; 46-49 s was seen with every core busy (load 15 on 2
+    cores), hence the generous ``timeout``.
 
     In memory by default; with ``location`` each keeps its data on disk (in a folder of
     its own), so a restart on the same ports finds it again. Port 0 lets Azurite pick a

@@ -242,11 +242,17 @@ def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
     return value
 
 
+# An on/off setting's spellings (any case); docs/configuration.md names the same ones.
+FLAG_ON = ("true", "1")
+FLAG_OFF = ("false", "0", "")
+
+
 def _flag(env: Mapping[str, str], name: str) -> bool:
-    raw = env.get(name, "").strip().lower()
-    if raw not in ("", "true", "false", "1", "0"):
-        raise SettingsError(f"{name} must be true or false, not {raw!r}.")
-    return raw in ("true", "1")
+    raw = env.get(name, "")
+    value = raw.strip().lower()
+    if value not in FLAG_ON + FLAG_OFF:
+        raise SettingsError(f"{name} must be true or false (or 1 or 0; empty means false), not {raw.strip()!r}.")
+    return value in FLAG_ON
 
 
 def _schedule(env: Mapping[str, str]) -> tuple[float, ...]:

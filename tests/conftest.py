@@ -41,6 +41,14 @@ def spans() -> Iterator[InMemorySpanExporter]:
     _EXPORTER.clear()
 
 
+# On a machine with every core busy the emulator and the test process get a sliver of CPU each:
+# Azurite took 46-49 s to start at load 15 on 2 cores (8-25 s at load 9-13), and a storage call
+# may wait seconds for it. Production's 10 s per attempt (STORAGE_TIMEOUT_SECONDS) exists to fail
+# fast on a real outage; here a slow emulator is not an outage, so the tests give it longer. A
+# test about timeouts sets its own value after this fixture, which wins.
+TEST_STORAGE_TIMEOUT_SECONDS = "60"
+
+
 @pytest.fixture(scope="session")
 def azurite() -> Iterator[Azurite]:
     emulator = start_azurite()
@@ -54,6 +62,7 @@ async def storage_env(azurite: Azurite, monkeypatch: pytest.MonkeyPatch) -> Asyn
     container = f"t{uuid.uuid4().hex[:20]}"
     monkeypatch.setenv("CHECKPOINT_STORAGE", azurite.connection_string)
     monkeypatch.setenv("CHECKPOINT_CONTAINER", container)
+    monkeypatch.setenv("STORAGE_TIMEOUT_SECONDS", TEST_STORAGE_TIMEOUT_SECONDS)
     for name in ("MAX_REQUEST_BYTES", "MAX_CHECKPOINT_BYTES", "CHECKPOINT_ALLOWED_TYPES", "WORKFLOW"):
         monkeypatch.delenv(name, raising=False)
     yield container

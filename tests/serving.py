@@ -57,17 +57,27 @@ class Serving:
         return time.monotonic() - started
 
 
+# Options that say where Azurite keeps its data; without one, a test's Azurite keeps nothing
+# (scripts/serve.sh would otherwise keep it in the checkout's .azurite/, shared by every test).
+STORAGE_OPTIONS = ("--in-memory", "--no-azurite", "--data")
+
+
 @contextmanager
-def serving(tmp: Path, *args: str, settings: Path | None = None, timeout: float = 180) -> Iterator[Serving]:
-    """``scripts/serve.sh --port <free> --settings <settings>``, until it printed its URL."""
+def serving(
+    tmp: Path, *args: str, settings: Path | None = None, timeout: float = 180, root: Path = ROOT
+) -> Iterator[Serving]:
+    """``scripts/serve.sh --port <free> --settings <settings>`` (``--in-memory`` unless ``args``
+    say where Azurite's data goes), run in ``root``, until it printed its URL."""
     port = free_port()
+    if not any(option in args for option in STORAGE_OPTIONS):
+        args = ("--in-memory", *args)
     settings = settings or tmp / "local.settings.json"
     log = tmp / "serve.log"
     env = {k: v for k, v in os.environ.items() if k not in APP_SETTINGS}
     with log.open("wb") as sink:
         process = subprocess.Popen(
             ["bash", "scripts/serve.sh", "--port", str(port), "--settings", str(settings), *args],
-            cwd=ROOT,
+            cwd=root,
             env=env,
             stdout=sink,
             stderr=subprocess.STDOUT,

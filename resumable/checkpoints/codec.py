@@ -25,6 +25,7 @@ from agent_framework import WorkflowCheckpoint, WorkflowEvent
 from ..base.errors import CheckpointNotSaveable, CheckpointTooLarge, CheckpointUnreadable
 from .af_internals import CHECKPOINT_DATA_TYPES, encode_checkpoint_value
 from .pickle_guard import DEFAULT_LIMITS, Allowlist, PickleLimits, ScanBudget, UnsafePickle, restricted_loads, scan
+from .pickle_machine import TypeNotAllowed
 
 logger = logging.getLogger(__name__)
 
@@ -59,9 +60,10 @@ FRAMEWORK_TYPE_KEYS: frozenset[str] = frozenset(f"{t.__module__}:{t.__qualname__
 class _Refused(Exception):
     """Why a checkpoint was refused; logged, never shown to callers."""
 
-    def __init__(self, reason: str, public: str) -> None:
+    def __init__(self, reason: str, public: str, type_key: str | None = None) -> None:
         super().__init__(reason)
         self.public = public
+        self.type_key = type_key  # a class missing from the allowlist, when that is the reason
 
 
 _NOT_DECODABLE = "The checkpoint holds data that does not decode, or a type that is not on the allowlist."
@@ -99,7 +101,8 @@ class CheckpointCodec:
         except Exception as exc:  # pickling and encoding failures surface as many types
             logger.error("Checkpoint %s cannot be encoded: %r", checkpoint.checkpoint_id, exc)
             raise CheckpointNotSaveable(
-                "The workflow state could not be encoded as a checkpoint; nothing was saved."
+                "The workflow state holds a value that cannot be pickled (a function, a lock, a client); "
+                "nothing was saved. Keep data only in executor state, JSON-native where you can."
             ) from exc
         if len(data) > self.max_bytes:
             raise CheckpointTooLarge(
@@ -117,9 +120,7 @@ class CheckpointCodec:
                 checkpoint.checkpoint_id,
                 exc,
             )
-            raise CheckpointNotSaveable(
-                "The workflow state holds data this app could not read back; nothing was saved."
-            ) from None
+            raise _not_on_the_allowlist(exc.type_key) from None
         return data
 
     def decode(self, data: bytes, *, expected_id: str | None = None) -> WorkflowCheckpoint:
@@ -163,7 +164,8 @@ class CheckpointCodec:
                 scan(pickled, self.allowlist, budget, self.limits)
                 pickles.append(pickled)
         except (UnsafePickle, RecursionError) as exc:
-            raise _Refused(f"pickle refused before loading: {exc}", _NOT_DECODABLE) from None
+            missing = exc.type_key if isinstance(exc, TypeNotAllowed) else None
+            raise _Refused(f"pickle refused before loading: {exc}", _NOT_DECODABLE, missing) from None
         loaded = iter(pickles)
         try:
             decoded = _rebuild(raw, lambda envelope: self._load(next(loaded), envelope[_TYPE]))
@@ -181,6 +183,19 @@ class CheckpointCodec:
         if actual != type_key:
             raise _Refused(f"envelope says {type_key}, pickle holds {actual}", _NOT_DECODABLE)
         return value
+
+
+def _not_on_the_allowlist(type_key: str | None) -> CheckpointNotSaveable:
+    """What a caller may learn when a save is refused: the class (a name from the app's own
+    code, never a value of the state) and the setting that admits it; the rest is logged."""
+    if type_key is None:
+        return CheckpointNotSaveable("The workflow state holds data this app could not read back; nothing was saved.")
+    return CheckpointNotSaveable(
+        f"The workflow state holds a {type_key}, which is not on the checkpoint allowlist; nothing was saved. "
+        "List the class in the workflow's checkpoint_types (or in the CHECKPOINT_ALLOWED_TYPES setting), "
+        "or keep the state JSON-native.",
+        details={"type": type_key},
+    )
 
 
 def _is_envelope(value: dict[str, Any]) -> bool:

@@ -30,6 +30,14 @@ class UnsafePickle(ValueError):
     """The pickle was refused; the message names the reason (for logs, never for callers)."""
 
 
+class TypeNotAllowed(UnsafePickle):
+    """The pickle names a class that is not on the allowlist: ``type_key`` (``module:qualname``)."""
+
+    def __init__(self, message: str, type_key: str) -> None:
+        super().__init__(message)
+        self.type_key = type_key
+
+
 @dataclass(frozen=True, slots=True)
 class PickleLimits:
     """The work a checkpoint's pickles may cause: bytes, memo and stack per pickle;

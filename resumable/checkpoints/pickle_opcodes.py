@@ -15,7 +15,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from .pickle_machine import MARK, Machine, Node, UnsafePickle, check_state
+from .pickle_machine import MARK, Machine, Node, TypeNotAllowed, UnsafePickle, check_state
 
 _STRINGS = frozenset(
     {"STRING", "BINSTRING", "SHORT_BINSTRING", "UNICODE", "SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8"}
@@ -137,7 +137,7 @@ class OpcodeMachine(Machine):
     def _class(self, module: str, name: str) -> Node:
         key = f"{module}:{name}"
         if "." in name or not self.allowlist.may_reference(key):
-            raise UnsafePickle(f"global {key} is not on the allowlist")
+            raise TypeNotAllowed(f"global {key} is not on the allowlist", key)
         return Node("class", key=key)
 
     def global_(self, arg: str) -> None:
@@ -151,8 +151,10 @@ class OpcodeMachine(Machine):
         self.stack.append(self._class(module.text, name.text))
 
     def _instance(self, cls: Node, args: list[Node]) -> Node:
-        if cls.kind != "class" or not self.allowlist.may_call(cls.key):
-            raise UnsafePickle(f"calls {cls.key or cls.kind}, which is not an allowed class")
+        if cls.kind == "class" and not self.allowlist.may_call(cls.key):
+            raise TypeNotAllowed(f"calls {cls.key}, which is not an allowed class", cls.key)
+        if cls.kind != "class":
+            raise UnsafePickle(f"calls {cls.kind}, which is not an allowed class")
         return self.adopt(Node("object", key=cls.key), args)
 
     def reduce(self, arg: None) -> None:

@@ -81,3 +81,19 @@ def test_webjobs_identity_form_is_the_last_fallback() -> None:
     )
     env["CHECKPOINT_STORAGE"] = "A"
     assert Settings.from_env(env).storage == StorageTarget(connection_string="A")
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("true", True), (" True ", True), ("1", True), ("false", False), ("FALSE", False), ("0", False), ("", False)],
+)
+def test_an_on_off_setting_reads_every_spelling_its_message_and_docs_name(raw: str, expected: bool) -> None:
+    assert Settings.from_env({"CHECKPOINT_STORAGE": "A", "CONSOLE_ENABLED": raw}).console_enabled is expected
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    assert "On/off settings accept `true` or `false`, `1` or `0` (any case); empty means `false`." in docs
+
+
+def test_a_bad_on_off_value_is_named_with_what_is_accepted() -> None:
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_env({"CHECKPOINT_STORAGE": "A", "CONSOLE_ENABLED": "maybe"})
+    assert str(raised.value) == "CONSOLE_ENABLED must be true or false (or 1 or 0; empty means false), not 'maybe'."

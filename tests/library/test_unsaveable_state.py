@@ -8,6 +8,7 @@ thread's head stays where it was, so the next turn works.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 
@@ -50,7 +51,15 @@ async def test_a_run_whose_state_cannot_be_read_back_is_500_and_saves_nothing(
     before = await checkpoint_blobs(storage_env)
     status, body = await post(unsaveable, "/api/runs", {"checkpoint_id": first["checkpoint_id"], "messages": text})
     assert (status, body["error"]["code"]) == (500, "checkpoint_not_saveable")
-    assert "Souvenir" not in body["error"]["message"] and "lambda" not in body["error"]["message"]
+    message = body["error"]["message"]
+    if text == "poison":  # the answer names the class and what to change, as the log does
+        assert body["error"]["details"] == {"type": "tests.unsaveable_workflow:Souvenir"}
+        assert "tests.unsaveable_workflow:Souvenir" in message
+        assert "checkpoint_types" in message and "CHECKPOINT_ALLOWED_TYPES" in message
+    else:  # a value that does not pickle: what to keep instead, never the value itself
+        assert "cannot be pickled" in message and "JSON-native" in message
+        assert "lambda" not in message and "0x" not in message and "details" not in body["error"]
+    assert "hello" not in json.dumps(body) and "Traceback" not in message  # no state, no stack
     assert await checkpoint_blobs(storage_env) == before
 
 
