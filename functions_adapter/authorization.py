@@ -22,7 +22,7 @@ from starlette.requests import HTTPConnection
 
 from functions_adapter.authorizers import principal_of
 from functions_adapter.settings import SettingsError
-from functions_adapter.webhooks.thread_names import origin_for
+from functions_adapter.thread_names import origin_for
 from resumable.base.errors import Forbidden
 from resumable.threads.ownership import Caller
 

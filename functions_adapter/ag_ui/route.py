@@ -21,12 +21,12 @@ from ag_ui.encoder import EventEncoder
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
 
+from functions_adapter import thread_access
 from functions_adapter.ag_ui import events
 from functions_adapter.ag_ui.history import thread_history
 from functions_adapter.ag_ui.input import AgUiRun, parse_input
-from functions_adapter.api import thread_api
-from functions_adapter.api.routes import read_body, require_json, verify_signature
 from functions_adapter.authorization import caller_of, origin_of
+from functions_adapter.body import read_body, require_json, verify_signature
 from functions_adapter.request_trace import traced
 from functions_adapter.settings import Settings
 from functions_adapter.sse import KEEPALIVE, MEDIA_TYPE
@@ -51,7 +51,7 @@ async def handle_run(request: Request) -> Response:
 async def _run(request: Request) -> Response:
     settings = load_settings()
     body = await read_body(request, settings.max_request_bytes)
-    verify_signature(request, body, settings)
+    verify_signature(request.headers, body, settings)
     require_json(request.headers.get("content-type"))
     run = parse_input(body, settings.limits)
     try:
@@ -65,7 +65,7 @@ async def _run(request: Request) -> Response:
 
 async def _open(request: Request, settings: Settings, run: AgUiRun) -> Source:
     """The run's events after ``RUN_STARTED``; a refusal raises (``RUN_ERROR``)."""
-    await thread_api.gate(request, settings, ROUTE, run.thread_id)
+    await thread_access.gate(request, settings, ROUTE, run.thread_id)
     service = build_service(settings)
     if not run.candidates and not run.answers:  # a reload, or every interrupt cancelled
         return await _history(settings, run, caller_of(request))

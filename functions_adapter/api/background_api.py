@@ -15,10 +15,9 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
 
-from functions_adapter import callbacks
-from functions_adapter.api import thread_api
-from functions_adapter.api.background_submit import run_control, submit
+from functions_adapter import callbacks, thread_access
 from functions_adapter.authorization import caller_of
+from functions_adapter.background_submit import run_control, submit
 from functions_adapter.headers import last_event_id as _last_event_id
 from functions_adapter.headers import preferences
 from functions_adapter.headers import wait_seconds as _wait_seconds
@@ -86,7 +85,7 @@ async def _authorized(request: Request, settings: Settings, route: str, run_id: 
     of another origin (``authorization.origin_of``) is 403, as its thread is."""
     found = await owned_run(run_control(settings), run_id, caller_of(request))
     if found.value.thread_id is not None:
-        await thread_api.gate(request, settings, route, found.value.thread_id)
+        await thread_access.gate(request, settings, route, found.value.thread_id)
     return found
 
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from fastapi import Request
 
-from functions_adapter.api import background_api, thread_api
+from functions_adapter import thread_access
+from functions_adapter.api import background_api
 from functions_adapter.authorization import caller_origin
 from functions_adapter.mcp.contract import GET_RUN, START_TURN
 from functions_adapter.mcp.tools import ToolResult, arguments_of, reply_text, turn_body
@@ -38,7 +39,7 @@ async def start_turn(arguments: Any, headers: Mapping[str, str]) -> ToolResult:
     thread_id = args["thread_id"]
     settings = load_settings()
     body = turn_body(args, settings, background=True)
-    await thread_api.gate_headers(headers, settings, "threads/{thread_id}/runs", thread_id)
+    await thread_access.gate_headers(headers, settings, "threads/{thread_id}/runs", thread_id)
     turn = build_turn(settings, build_service(settings), body, thread_id=thread_id, origin=caller_origin(headers))
     # Without the caller's prefer/idempotency headers: the route must not read a key or a
     # preference the MCP client never meant for it.

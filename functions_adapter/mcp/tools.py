@@ -20,7 +20,7 @@ from typing import Any
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind
 
-from functions_adapter.api import thread_api
+from functions_adapter import thread_access
 from functions_adapter.authorization import caller_origin
 from functions_adapter.mcp.contract import GET_RUN, GET_THREAD, RUN_TURN, START_TURN, TOOLS
 from functions_adapter.settings import Settings, SettingsError
@@ -116,7 +116,7 @@ async def run_turn(arguments: Any, headers: Mapping[str, str]) -> ToolResult:
     thread_id = args["thread_id"]
     settings = load_settings()
     body = turn_body(args, settings)
-    await thread_api.gate_headers(headers, settings, "threads/{thread_id}/runs", thread_id)
+    await thread_access.gate_headers(headers, settings, "threads/{thread_id}/runs", thread_id)
     turn = build_turn(settings, build_service(settings), body, thread_id=thread_id, origin=caller_origin(headers))
     result = json.loads(await RunOwner(turn.runner, turn.request).result())
     structured = {
@@ -134,8 +134,8 @@ async def run_turn(arguments: Any, headers: Mapping[str, str]) -> ToolResult:
 async def get_thread(arguments: Any, headers: Mapping[str, str]) -> ToolResult:
     thread_id = arguments_of(GET_THREAD, arguments)["thread_id"]
     settings = load_settings()
-    await thread_api.gate_headers(headers, settings, "threads/{thread_id}", thread_id)
-    body, _ = await thread_api.thread_view(settings, thread_id, Caller(caller_origin(headers)))
+    await thread_access.gate_headers(headers, settings, "threads/{thread_id}", thread_id)
+    body, _ = await thread_access.thread_view(settings, thread_id, Caller(caller_origin(headers)))
     head = body["checkpoint_id"] or "none"
     return ToolResult(f"Thread {thread_id}: {body['turns']} turn(s), head checkpoint {head}.", body)
 

@@ -21,10 +21,9 @@ from dataclasses import dataclass
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from fastapi import Request, Response
 
-from functions_adapter import keyed_call
-from functions_adapter.api import background_submit, thread_api
-from functions_adapter.api.routes import read_body, require_json, verify_signature
+from functions_adapter import background_submit, keyed_call, thread_access
 from functions_adapter.authorization import caller_of, origin_of
+from functions_adapter.body import read_body, require_json, verify_signature
 from functions_adapter.http_responses import JSON_MEDIA_TYPE, json_response, render_json
 from functions_adapter.keyed_call import DedupeKey
 from functions_adapter.openai.events import ResponseEvents, logged_run, run_frames
@@ -97,11 +96,11 @@ async def handle_input_items(request: Request, response_id: str) -> Response:
 async def _create(request: Request) -> Response:
     settings = load_settings()
     body = await read_body(request, settings.max_request_bytes)
-    verify_signature(request, body, settings)
+    verify_signature(request.headers, body, settings)
     require_json(request.headers.get("content-type"))
     parsed = parse_create(body, model=settings.workflow, limits=settings.limits, hosted=hosts(settings))
     if parsed.conversation is not None:
-        await thread_api.gate(request, settings, "responses", parsed.conversation)
+        await thread_access.gate(request, settings, "responses", parsed.conversation)
     runs_body = parsed.runs_body(await _continued_from(request, settings, parsed))
     service = build_service(settings)
     origin = origin_of(request)
@@ -130,7 +129,7 @@ async def _continued_from(request: Request, settings: Settings, parsed: CreateRe
     caller = caller_of(request)
     record = (await _response(settings, parsed.previous_run_id, caller, param="previous_response_id")).value
     if record.thread_id is not None:
-        await thread_api.gate(request, settings, "responses", record.thread_id)
+        await thread_access.gate(request, settings, "responses", record.thread_id)
     if not record.terminal:
         error = ResponseInProgress("The previous response has not finished; continue from it once it completed.")
         raise with_param(error, "previous_response_id")
@@ -224,7 +223,7 @@ async def _authorized(request: Request, settings: Settings, route: str, response
     authorizer allowed this caller its conversation."""
     found = await _response(settings, run_id_of(response_id), caller_of(request))
     if found.value.thread_id is not None:
-        await thread_api.gate(request, settings, route, found.value.thread_id)
+        await thread_access.gate(request, settings, route, found.value.thread_id)
     return found
 
 

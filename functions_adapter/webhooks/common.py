@@ -17,6 +17,7 @@ from starlette.requests import Request as StarletteRequest
 from functions_adapter import signatures
 from functions_adapter.api import routes
 from functions_adapter.authorization import ADAPTER_ORIGIN
+from functions_adapter.body import read_body
 from functions_adapter.settings import Settings
 from functions_adapter.wiring import load_settings
 from resumable.base.errors import InvalidRequest, ServerMisconfigured
@@ -51,7 +52,7 @@ async def verified_body(request: Request, setting: str, scheme: str) -> bytes:
     """The body, once the secret in ``setting`` verified it: 413 over ``MAX_REQUEST_BYTES``,
     401 for a bad signature, both before anything is parsed or stored."""
     settings = load_settings()
-    body = await routes.read_body(request, settings.max_request_bytes)
+    body = await read_body(request, settings.max_request_bytes)
     signatures.verify(
         request.headers,
         body,
