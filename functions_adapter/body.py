@@ -13,6 +13,7 @@ from functions_adapter.http_responses import JSON_MEDIA_TYPE
 from functions_adapter.params import capped_number
 from functions_adapter.settings import Settings
 from resumable.base.errors import PayloadTooLarge, UnsupportedMediaType
+from resumable.core.idempotency import fingerprint
 
 
 def require_json(content_type: str | None) -> None:
@@ -51,3 +52,8 @@ def verify_signature(headers: Mapping[str, str], body: bytes, settings: Settings
             tolerance_seconds=settings.webhook_tolerance_seconds,
             scheme=settings.webhook_scheme,
         )
+
+
+def fingerprint_of(request: Request, body: bytes) -> str:
+    """What a retry under the same key must match: the method, the path and the body as sent."""
+    return fingerprint(request.method, request.url.path, body)

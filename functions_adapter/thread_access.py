@@ -13,7 +13,7 @@ from typing import Any
 
 from starlette.requests import HTTPConnection
 
-from functions_adapter.authorization import ADAPTER_ORIGIN, authorize, caller_of
+from functions_adapter.authorization import authorize, caller_of
 from functions_adapter.settings import Settings
 from functions_adapter.wiring import build_service, container_for
 from resumable.base.errors import CheckpointNotFound, ThreadNotFound
@@ -28,13 +28,10 @@ from resumable.threads.pointers import ThreadHead, expired
 async def gate(request: HTTPConnection, settings: Settings, route: str, thread_id: str) -> None:
     """Validate the ID, then ask the authorizer (with the thread's metadata) before anything else.
 
-    An adapter's in-process turn is not put to the authorizer: its sender's signature
-    authenticated it, and the thread's origin (its channel, its repository) confines it, so
-    no authorizer needs a rule for adapter threads, least of all one by name.
+    An adapter's turn never comes through here: it is a ``turn_call.TurnCall`` without
+    authorizer headers (its sender's signature authenticated it, and the thread's origin
+    confines it), so no authorizer needs a rule for adapter threads.
     """
-    if ADAPTER_ORIGIN in request.scope:
-        validate_id(thread_id, kind="thread_id")
-        return
     await gate_headers(request.headers, settings, route, thread_id)
 
 

@@ -23,7 +23,7 @@ from fastapi import Request, Response
 
 from functions_adapter import background_submit, keyed_call, thread_access
 from functions_adapter.authorization import caller_of, origin_of
-from functions_adapter.body import read_body, require_json, verify_signature
+from functions_adapter.body import fingerprint_of, read_body, require_json, verify_signature
 from functions_adapter.http_responses import JSON_MEDIA_TYPE, json_response, render_json
 from functions_adapter.keyed_call import DedupeKey
 from functions_adapter.openai.events import ResponseEvents, logged_run, run_frames
@@ -54,7 +54,7 @@ from resumable.background.events import EventReader
 from resumable.background.records import RunRecord, RunRecords
 from resumable.background.run_access import owned_record
 from resumable.base.errors import InvalidRequest, ResumeError
-from resumable.core.idempotency import StoredResponse, fingerprint
+from resumable.core.idempotency import StoredResponse
 from resumable.core.run_owner import RunOwner
 from resumable.core.runs import RunService
 from resumable.storage import layout
@@ -105,7 +105,7 @@ async def _create(request: Request) -> Response:
     service = build_service(settings)
     origin = origin_of(request)
     turn = build_turn(settings, service, runs_body, thread_id=parsed.conversation, origin=origin)
-    dedupe = keyed_call.dedupe_key(request, settings, always_key=True)
+    dedupe = keyed_call.dedupe_key(request.headers, origin, settings, always_key=True)
     create = _Create(request, settings, parsed, service, turn, body, runs_body, dedupe)
     return await (_accept(create) if parsed.background else _respond(create))
 
@@ -157,14 +157,14 @@ async def _respond(create: _Create) -> Response:
     run_id, created_at = rr.new_run_id(), time.time()
     base = _base(parsed, run_id, created_at)
     keyed = await keyed_call.begin(
-        request, create.body, settings=settings, service=create.service, dedupe=create.dedupe
+        fingerprint_of(request, create.body), settings=settings, service=create.service, dedupe=create.dedupe
     )
     if isinstance(keyed, StoredResponse):
         return replayed(keyed, stream=parsed.stream)
     record = RunRecord(
         run_id=run_id,
         body=create.runs_body,
-        fingerprint=fingerprint(request.method, request.url.path, create.body),
+        fingerprint=fingerprint_of(request, create.body),
         accepted=render_json(base),
         created_at=created_at,
         thread_id=turn.thread_id,
@@ -185,10 +185,9 @@ async def _accept(create: _Create) -> Response:
     """Queue it (the background accept of ``/api/runs``): the queued response, or its stream."""
     parsed, settings = create.parsed, create.settings
     accepted = await background_submit.submit(
-        create.request,
         create.turn,
         record_body=create.runs_body,
-        request_body=create.body,
+        request_fingerprint=fingerprint_of(create.request, create.body),
         settings=settings,
         dedupe=create.dedupe,
         render=lambda run_id, created_at: render_json(_base(parsed, run_id, created_at)),
