@@ -18,6 +18,8 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from agent_framework import Message
+
 from functions_adapter import keyed_call, thread_access
 from functions_adapter.keyed_call import DedupeKey
 from functions_adapter.settings import Settings
@@ -44,7 +46,9 @@ class TurnCall:
     an adapter's turn, whose sender's signature authenticated it and whose origin confines
     it. ``fingerprint``: what a retry under ``dedupe``'s key must match (needed with a key).
     ``async_preferred``: the caller asked for a background run outside the body (HTTP's
-    ``Prefer: respond-async``).
+    ``Prefer: respond-async``). ``checkpoint_id``: the ID the turn's checkpoint is saved
+    under, chosen at the edge (AG-UI names its reply's messages by it). ``resent``: messages
+    the client sends again with its whole history; only those the thread has not seen run.
     """
 
     thread_id: str | None
@@ -56,6 +60,8 @@ class TurnCall:
     fingerprint: str = ""
     accept: str | None = None
     async_preferred: bool = False
+    checkpoint_id: str | None = None
+    resent: tuple[Message, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +100,8 @@ async def call_turn(call: TurnCall, settings: Settings) -> Outcome:
     service = build_service(settings)
     turn = build_turn(settings, service, call.body, thread_id=call.thread_id, origin=call.origin, accept=call.accept)
     run_request, runner = turn.request, turn.runner
+    if call.checkpoint_id is not None or call.resent is not None:
+        run_request = dataclasses.replace(run_request, final_checkpoint_id=call.checkpoint_id, resent=call.resent)
     if run_request.background or call.async_preferred:
         from functions_adapter import background_submit  # noqa: PLC0415 - on first use (cold start)
 
