@@ -7,7 +7,7 @@ module importing another of the adapter. A *protocol folder* is a sub-package (`
 goes from one protocol folder into another; a *cycle* is a set of modules that reach each
 other (a strongly connected component of more than one module).
 
-    python -m devtools.adapter_graph        # the figures, then every arrow up or across
+    python -m devtools.adapter_graph [checkout]   # the figures, then every arrow up or across
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "functions_adapter"
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -30,7 +30,7 @@ def _module_name(path: Path) -> str:
 
 def modules(root: Path = ROOT) -> dict[str, Path]:
     """Every module of the adapter, by dotted name."""
-    return {_module_name(path): path for path in sorted((root / PACKAGE).rglob("*.py"))}
+    return {_module_name(path, root): path for path in sorted((root / PACKAGE).rglob("*.py"))}
 
 
 def _resolve(name: str, known: dict[str, Path]) -> str | None:
@@ -65,14 +65,12 @@ def arrows(known: dict[str, Path]) -> set[tuple[str, str]]:
     return found
 
 
-def folder_of(module: str) -> str | None:
-    """The protocol folder ``module`` is in, None for a shared module (or the package root)."""
+def folder_of(module: str, known: dict[str, Path]) -> str | None:
+    """The protocol folder ``module`` is in (or is), None for a shared module or the root."""
     parts = module.split(".")
-    return parts[1] if len(parts) > 2 or (len(parts) == 2 and _is_package(parts[1])) else None
-
-
-def _is_package(name: str) -> bool:
-    return (ROOT / PACKAGE / name / "__init__.py").exists()
+    if len(parts) > 2:
+        return parts[1]
+    return parts[1] if len(parts) == 2 and known[module].name == "__init__.py" else None
 
 
 def cycles(edges: set[tuple[str, str]]) -> list[list[str]]:
@@ -126,15 +124,15 @@ class Figures:
 def figures(root: Path = ROOT) -> Figures:
     known = modules(root)
     edges = arrows(known)
-    up = sorted((s, t) for s, t in edges if folder_of(s) is None and s != PACKAGE and folder_of(t) is not None)
-    across = sorted(
-        (s, t) for s, t in edges if None not in (folder_of(s), folder_of(t)) and folder_of(s) != folder_of(t)
-    )
+    folder = {name: folder_of(name, known) for name in known}
+    up = sorted((s, t) for s, t in edges if folder[s] is None and s != PACKAGE and folder[t] is not None)
+    across = sorted((s, t) for s, t in edges if None not in (folder[s], folder[t]) and folder[s] != folder[t])
     return Figures(len(known), len(edges), up, across, cycles(edges))
 
 
 def main() -> None:
-    found = figures()
+    """``python -m devtools.adapter_graph [checkout]``: the figures of this checkout, or another's."""
+    found = figures(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT)
     print(
         f"modules {found.modules}, arrows {found.arrows}, arrows up {len(found.up)}, "
         f"arrows between protocols {len(found.across)}, cycles {len(found.cycles)}"

@@ -1,6 +1,7 @@
 """The library's folders show its architecture: each sub-package imports only the ones
 below it, none imports the package root, and ``import resumable`` loads no HTTP or
-Functions code."""
+Functions code. The adapter is layered the same way: its shared modules sit below its
+protocol folders, no protocol folder imports another, and no imports run in a cycle."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+
+from devtools import adapter_graph
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "resumable"
@@ -70,3 +73,37 @@ def test_import_resumable_loads_no_http_or_functions_code() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_adapters_shared_modules_import_no_protocol_folder() -> None:
+    """A protocol is one folder: what two protocols need lives below them, never in one of them."""
+    assert adapter_graph.figures(ROOT).up == []
+
+
+def test_no_protocol_folder_imports_another() -> None:
+    assert adapter_graph.figures(ROOT).across == []
+
+
+def test_the_adapters_imports_run_in_no_cycle() -> None:
+    assert adapter_graph.figures(ROOT).cycles == []
+
+
+def test_the_adapter_graph_sees_each_kind_of_wrong_arrow(tmp_path: Path) -> None:
+    """The three checks above can fail: a planted arrow up, across and a cycle are each found."""
+    files = {
+        "__init__.py": "",
+        "shared.py": "from functions_adapter.api.routes import handle\n",
+        "api/__init__.py": "",
+        "api/routes.py": "from functions_adapter.mcp import tools\n",
+        "mcp/__init__.py": "",
+        "mcp/tools.py": "from . import background\n",
+        "mcp/background.py": "def later():\n    from functions_adapter.mcp.tools import call\n",
+    }
+    for name, text in files.items():
+        path = tmp_path / "functions_adapter" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    found = adapter_graph.figures(tmp_path)
+    assert found.up == [("functions_adapter.shared", "functions_adapter.api.routes")]
+    assert found.across == [("functions_adapter.api.routes", "functions_adapter.mcp.tools")]
+    assert found.cycles == [["functions_adapter.mcp.background", "functions_adapter.mcp.tools"]]
