@@ -126,7 +126,7 @@ async def authorized_run(
     of another origin (``authorization.origin_of``) is 403, as its thread is."""
     found = await owned_run(run_control(settings), run_id, caller)
     if found.value.thread_id is not None:
-        await thread_access.gate_headers(headers, settings, route, found.value.thread_id)
+        await thread_access.gate(headers, settings, route, found.value.thread_id)
     return found
 
 

@@ -1,9 +1,8 @@
 """Who may reach a thread, shared by every protocol: the thread authorizer's gate (on the
 thread's ID and metadata, before anything else) and what a thread read answers its owner.
 
-Plain values below the edge: ``gate_headers`` takes the headers a call arrived with, so an
-MCP tool call or an adapter's turn passes the same check as an HTTP route; ``gate`` is the
-HTTP routes' form of it.
+Plain values, no request object: ``gate`` takes the headers a call arrived with, so an MCP
+tool call passes the same check as an HTTP route.
 """
 
 from __future__ import annotations
@@ -11,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from starlette.requests import HTTPConnection
-
-from functions_adapter.authorization import authorize, caller_of
+from functions_adapter.authorization import authorize
 from functions_adapter.settings import Settings
 from functions_adapter.wiring import build_service, container_for
 from resumable.base.errors import CheckpointNotFound, ThreadNotFound
@@ -25,19 +22,14 @@ from resumable.threads.ownership import Caller
 from resumable.threads.pointers import ThreadHead, expired
 
 
-async def gate(request: HTTPConnection, settings: Settings, route: str, thread_id: str) -> None:
-    """Validate the ID, then ask the authorizer (with the thread's metadata) before anything else.
+async def gate(headers: Mapping[str, str], settings: Settings, route: str, thread_id: str) -> None:
+    """Validate the ID, then ask the authorizer (with the thread's metadata) before anything
+    else, given the headers the call arrived with (an HTTP route's, an MCP tool call's).
 
-    An adapter's turn never comes through here: it is a ``turn_call.TurnCall`` without
+    An adapter's turn is not put to the authorizer: it is a ``turn_call.TurnCall`` without
     authorizer headers (its sender's signature authenticated it, and the thread's origin
     confines it), so no authorizer needs a rule for adapter threads.
     """
-    await gate_headers(request.headers, settings, route, thread_id)
-
-
-async def gate_headers(headers: Mapping[str, str], settings: Settings, route: str, thread_id: str) -> None:
-    """``gate`` for callers that are not an HTTP route (MCP tools): the same check, given the
-    headers the call arrived with."""
     validate_id(thread_id, kind="thread_id")
     if settings.thread_authorizer:
         metadata = await ThreadMetadata(container_for(settings)).get(thread_id)
@@ -50,12 +42,12 @@ async def gate_headers(headers: Mapping[str, str], settings: Settings, route: st
         )
 
 
-async def owned_head(request: HTTPConnection, service: RunService, thread_id: str) -> ThreadHead:
+async def owned_head(caller: Caller, service: RunService, thread_id: str) -> ThreadHead:
     """The thread's pointer, if the caller's origin made the thread (else 403 ``forbidden``,
     before anything of the thread is read or changed; ``ownership.owned_head``). Names decide
     nothing here: a thread called ``slack.*`` is a Slack channel's only if that channel's turn
     created it."""
-    return await ownership.owned_head(service.pointers, thread_id, caller_of(request))
+    return await ownership.owned_head(service.pointers, thread_id, caller)
 
 
 async def thread_view(settings: Settings, thread_id: str, caller: Caller) -> tuple[dict[str, Any], str | None]:

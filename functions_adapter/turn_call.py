@@ -96,7 +96,7 @@ async def call_turn(call: TurnCall, settings: Settings) -> Outcome:
         if call.authorizer_headers is None:
             validate_id(call.thread_id, kind="thread_id")
         else:
-            await thread_access.gate_headers(call.authorizer_headers, settings, call.route, call.thread_id)
+            await thread_access.gate(call.authorizer_headers, settings, call.route, call.thread_id)
     service = build_service(settings)
     turn = build_turn(settings, service, call.body, thread_id=call.thread_id, origin=call.origin, accept=call.accept)
     run_request, runner = turn.request, turn.runner

@@ -64,7 +64,7 @@ async def _run(request: Request) -> Response:
 async def _open(request: Request, settings: Settings, run: AgUiRun) -> Source:
     """The run's events after ``RUN_STARTED``; a refusal raises (``RUN_ERROR``)."""
     if not run.candidates and not run.answers:  # a reload, or every interrupt cancelled
-        await thread_access.gate(request, settings, ROUTE, run.thread_id)
+        await thread_access.gate(request.headers, settings, ROUTE, run.thread_id)
         return await _history(settings, run, caller_of(request))
     checkpoint_id = str(uuid.uuid4())  # chosen now, so the reply's message IDs are known now
     call = TurnCall(

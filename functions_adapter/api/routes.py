@@ -81,7 +81,7 @@ async def handle_get_checkpoint(request: Request, checkpoint_id: str) -> Respons
         service = build_service(settings)
         info = await checkpoint_info(service.pointers, service.store, checkpoint_id, caller_of(request))
         if info.thread_id is not None:  # its thread's authorizer decides too, as on the thread's routes
-            await thread_access.gate(request, settings, "checkpoints/{checkpoint_id}", info.thread_id)
+            await thread_access.gate(request.headers, settings, "checkpoints/{checkpoint_id}", info.thread_id)
         return json_response(info.to_json())
 
     return await traced(request, "checkpoints/{checkpoint_id}", get)

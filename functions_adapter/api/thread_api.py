@@ -32,7 +32,7 @@ _STORAGE_ETAG = re.compile(r'"0x[0-9A-F]{1,32}"')
 async def get_thread(request: Request, thread_id: str) -> Response:
     """The pointer, its recent lineage and the metadata (with its ETag)."""
     settings = load_settings()
-    await gate(request, settings, "threads/{thread_id}", thread_id)
+    await gate(request.headers, settings, "threads/{thread_id}", thread_id)
     body, etag = await thread_view(settings, thread_id, caller_of(request))
     return json_response(body, headers={"ETag": etag} if etag else None)
 
@@ -43,7 +43,7 @@ async def get_history(request: Request, thread_id: str) -> Response:
     ``include=turn`` adds each checkpoint's turn (what it was sent and answered, and the
     requests it left pending)."""
     settings = load_settings()
-    await gate(request, settings, "threads/{thread_id}/history", thread_id)
+    await gate(request.headers, settings, "threads/{thread_id}/history", thread_id)
     service = build_service(settings)
     query = request.query_params
     limit = whole_number(query.get("limit"), "limit", low=1, high=MAX_PAGE, default=DEFAULT_PAGE)
@@ -69,13 +69,13 @@ async def get_history(request: Request, thread_id: str) -> Response:
 
 async def put_metadata(request: Request, thread_id: str, body: bytes) -> Response:
     settings = load_settings()
-    await gate(request, settings, "threads/{thread_id}/metadata", thread_id)
+    await gate(request.headers, settings, "threads/{thread_id}/metadata", thread_id)
     try:
         values = strict_json.loads(body)
     except strict_json.StrictJsonError as exc:
         raise InvalidRequest(f"The body must be one JSON object: {exc}") from None
     if_match = _if_match(request.headers.get("if-match"))
-    await owned_head(request, build_service(settings), thread_id)
+    await owned_head(caller_of(request), build_service(settings), thread_id)
     written = await ThreadMetadata(container_for(settings)).put(thread_id, values, if_match=if_match)
     return json_response({"thread_id": thread_id, "metadata": written.values}, headers={"ETag": str(written.etag)})
 
@@ -100,7 +100,7 @@ def _if_match(raw: str | None) -> str | None:
 async def delete(request: Request, thread_id: str) -> Response:
     """204 once everything is gone; 202 when the deadline came first (call again to finish)."""
     settings = load_settings()
-    await gate(request, settings, "threads/{thread_id}", thread_id)
+    await gate(request.headers, settings, "threads/{thread_id}", thread_id)
     service = build_service(settings)
     done = await delete_thread(
         container_for(settings),

@@ -57,7 +57,7 @@ async def run_turn(arguments: Any, headers: Mapping[str, str]) -> ToolResult:
 async def get_thread(arguments: Any, headers: Mapping[str, str]) -> ToolResult:
     thread_id = arguments_of(GET_THREAD, arguments)["thread_id"]
     settings = load_settings()
-    await thread_access.gate_headers(headers, settings, "threads/{thread_id}", thread_id)
+    await thread_access.gate(headers, settings, "threads/{thread_id}", thread_id)
     body, _ = await thread_access.thread_view(settings, thread_id, Caller(caller_origin(headers)))
     head = body["checkpoint_id"] or "none"
     return ToolResult(f"Thread {thread_id}: {body['turns']} turn(s), head checkpoint {head}.", body)

@@ -100,7 +100,7 @@ async def _create(request: Request) -> Response:
     require_json(request.headers.get("content-type"))
     parsed = parse_create(body, model=settings.workflow, limits=settings.limits, hosted=hosts(settings))
     if parsed.conversation is not None:
-        await thread_access.gate(request, settings, "responses", parsed.conversation)
+        await thread_access.gate(request.headers, settings, "responses", parsed.conversation)
     runs_body = parsed.runs_body(await _continued_from(request, settings, parsed))
     service = build_service(settings)
     origin = origin_of(request)
@@ -129,7 +129,7 @@ async def _continued_from(request: Request, settings: Settings, parsed: CreateRe
     caller = caller_of(request)
     record = (await _response(settings, parsed.previous_run_id, caller, param="previous_response_id")).value
     if record.thread_id is not None:
-        await thread_access.gate(request, settings, "responses", record.thread_id)
+        await thread_access.gate(request.headers, settings, "responses", record.thread_id)
     if not record.terminal:
         error = ResponseInProgress("The previous response has not finished; continue from it once it completed.")
         raise with_param(error, "previous_response_id")
@@ -222,7 +222,7 @@ async def _authorized(request: Request, settings: Settings, route: str, response
     authorizer allowed this caller its conversation."""
     found = await _response(settings, run_id_of(response_id), caller_of(request))
     if found.value.thread_id is not None:
-        await thread_access.gate(request, settings, route, found.value.thread_id)
+        await thread_access.gate(request.headers, settings, route, found.value.thread_id)
     return found
 
 

@@ -619,7 +619,7 @@ RAW_READ = re.compile(
 GUARDED_READS = {
     # put_metadata: after owned_head.
     "functions_adapter/api/thread_api.py": 1,
-    # thread_view: after ownership.owned_head; gate_headers: the authorizer's own input.
+    # thread_view: after ownership.owned_head; gate: the authorizer's own input.
     "functions_adapter/thread_access.py": 3,
     # thread_history: after ownership.owned_head.
     "functions_adapter/ag_ui/history.py": 1,

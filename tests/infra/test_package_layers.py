@@ -107,3 +107,20 @@ def test_the_adapter_graph_sees_each_kind_of_wrong_arrow(tmp_path: Path) -> None
     assert found.up == [("functions_adapter.shared", "functions_adapter.api.routes")]
     assert found.across == [("functions_adapter.api.routes", "functions_adapter.mcp.tools")]
     assert found.cycles == [["functions_adapter.mcp.background", "functions_adapter.mcp.tools"]]
+
+
+def test_no_adapter_module_builds_a_request_by_hand() -> None:
+    """Below a protocol's edge a turn is plain values (``turn_call.TurnCall``): no module makes
+    up a Starlette request, or the ASGI scope of one, to reach another protocol's handler."""
+    made_up = []
+    for path in sorted((ROOT / "functions_adapter").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            called = node.func if isinstance(node, ast.Call) else None
+            name = getattr(called, "id", None) or getattr(called, "attr", None)
+            scope = isinstance(node, ast.Dict) and any(
+                isinstance(key, ast.Constant) and key.value == "type" for key in node.keys
+            )
+            scope = scope and any(isinstance(v, ast.Constant) and v.value == "http" for v in node.values)
+            if name in {"Request", "StarletteRequest", "HTTPConnection"} or scope:
+                made_up.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert made_up == []
