@@ -63,6 +63,10 @@ class TurnCall:
     checkpoint_id: str | None = None
     resent: tuple[Message, ...] | None = None
 
+    def __post_init__(self) -> None:
+        if self.dedupe is not None and not self.fingerprint:  # a key without it would match any body
+            raise ValueError("A keyed TurnCall needs the fingerprint of what the caller sent.")
+
 
 @dataclass(frozen=True, slots=True)
 class Replayed:
@@ -100,8 +104,10 @@ async def call_turn(call: TurnCall, settings: Settings) -> Outcome:
     service = build_service(settings)
     turn = build_turn(settings, service, call.body, thread_id=call.thread_id, origin=call.origin, accept=call.accept)
     run_request, runner = turn.request, turn.runner
-    if call.checkpoint_id is not None or call.resent is not None:
-        run_request = dataclasses.replace(run_request, final_checkpoint_id=call.checkpoint_id, resent=call.resent)
+    if call.checkpoint_id is not None:
+        run_request = dataclasses.replace(run_request, final_checkpoint_id=call.checkpoint_id)
+    if call.resent is not None:
+        run_request = dataclasses.replace(run_request, resent=call.resent)
     if run_request.background or call.async_preferred:
         from functions_adapter import background_submit  # noqa: PLC0415 - on first use (cold start)
 
