@@ -20,7 +20,7 @@ from agent_framework import InMemoryCheckpointStorage
 from bench import synthetic
 from bench.harness import KB, Bench, Report, interleaved, ms, ops_text, summary, user
 from functions_adapter import http_responses
-from functions_adapter.api.request_body import parse_run_request
+from functions_adapter.request_body import parse_run_request
 from resumable.checkpoints import af_internals
 from resumable.core.results import ResultCollector
 from resumable.core.resume import prepare_run

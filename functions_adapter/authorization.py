@@ -22,15 +22,12 @@ from starlette.requests import HTTPConnection
 
 from functions_adapter.authorizers import principal_of
 from functions_adapter.settings import SettingsError
-from functions_adapter.webhooks.thread_names import origin_for
+from functions_adapter.thread_names import origin_for
 from resumable.base.errors import Forbidden
 from resumable.threads.ownership import Caller
 
 logger = logging.getLogger(__name__)
 PRINCIPAL_HEADERS = ("x-ms-client-principal", "x-ms-client-principal-id", "x-ms-client-principal-name")
-# Set in the ASGI scope by an adapter's in-process turn (``webhooks.common.start_turn``): a
-# client can send headers, never scope keys, so only the app's own code names this origin.
-ADAPTER_ORIGIN = "resumable.adapter_origin"
 API_ORIGIN = "api"
 
 
@@ -94,14 +91,11 @@ async def authorize(
 def origin_of(request: HTTPConnection) -> str:
     """Who sends this request, as its thread records it (see docs/security.md, "Ownership").
 
-    An adapter's in-process turn: the origin the adapter named (``slack:<team>:<channel>``,
-    ``github:<repository id>``). Otherwise the caller's principal, as the ready authorizer
-    reads it (``THREAD_PRINCIPAL_HEADER``, or Easy Auth's), as ``principal:<id>``; without
-    one, ``api``: every function-key caller is one origin.
+    The caller's principal, as the ready authorizer reads it (``THREAD_PRINCIPAL_HEADER``,
+    or Easy Auth's), as ``principal:<id>``; without one, ``api``: every function-key caller
+    is one origin. (An adapter's turn names its own origin, ``slack:<team>:<channel>`` or
+    ``github:<repository id>``, in its ``turn_call.TurnCall``: no HTTP request carries it.)
     """
-    adapter = request.scope.get(ADAPTER_ORIGIN)
-    if isinstance(adapter, str):
-        return adapter
     return caller_origin(request.headers)
 
 

@@ -32,7 +32,7 @@ import json
 import os
 from collections.abc import Mapping
 
-from functions_adapter.webhooks.thread_names import escape
+from functions_adapter.thread_names import escape
 
 OBJECT_ID_CLAIM = "http://schemas.microsoft.com/identity/claims/objectidentifier"
 

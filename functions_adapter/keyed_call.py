@@ -8,15 +8,14 @@ replays it in its own protocol's shape, and nothing runs), or a claim held for t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from fastapi import Request
-
-from functions_adapter.authorization import API_ORIGIN, origin_of
+from functions_adapter.authorization import API_ORIGIN
 from functions_adapter.settings import Settings
 from functions_adapter.wiring import idempotency_store
 from resumable.core.held_claim import HeldClaim
-from resumable.core.idempotency import WEBHOOK_ID, StoredResponse, fingerprint
+from resumable.core.idempotency import WEBHOOK_ID, StoredResponse
 from resumable.core.runs import RunService
 
 
@@ -45,7 +44,9 @@ class Claimed:
 IDEMPOTENCY_KEY = "idempotency-key"
 
 
-def dedupe_key(request: Request, settings: Settings, *, always_key: bool = False) -> DedupeKey | None:
+def dedupe_key(
+    headers: Mapping[str, str], origin: str, settings: Settings, *, always_key: bool = False
+) -> DedupeKey | None:
     """What makes a retry "the same request".
 
     With Standard Webhooks signatures on, the verified ``webhook-id``: a signed delivery
@@ -58,27 +59,33 @@ def dedupe_key(request: Request, settings: Settings, *, always_key: bool = False
 
     ``always_key``: an ``Idempotency-Key`` is honoured even when ``IDEMPOTENCY_HEADERS``
     leaves it out (the Responses routes: an OpenAI client sends no other key).
+
+    ``origin``: the caller's (``authorization.origin_of``), the key's scope.
     """
-    scope = _scope(request)
+    scope = None if origin == API_ORIGIN else origin
     if settings.webhook_secrets and settings.webhook_scheme == "standard":
-        ttl = max(settings.idempotency_ttl_seconds, 2 * settings.webhook_tolerance_seconds)
-        return DedupeKey(request.headers["webhook-id"], WEBHOOK_ID, ttl, scope)
+        return delivery_key(headers["webhook-id"], origin, settings)
     for header in settings.idempotency_headers:
-        key = request.headers.get(header)
+        key = headers.get(header)
         if key is not None:
             return DedupeKey(key, header, settings.idempotency_ttl_seconds, scope)
-    key = request.headers.get(IDEMPOTENCY_KEY) if always_key else None
+    key = headers.get(IDEMPOTENCY_KEY) if always_key else None
     return None if key is None else DedupeKey(key, IDEMPOTENCY_KEY, settings.idempotency_ttl_seconds, scope)
 
 
-def _scope(request: Request) -> str | None:
-    origin = origin_of(request)
-    return None if origin == API_ORIGIN else origin
+def delivery_key(key: str, origin: str, settings: Settings) -> DedupeKey:
+    """A sender's delivery ID as the key of the turn it starts, in the namespace the app
+    dedupes first: the verified ``webhook-id``'s with Standard Webhooks signatures on (kept
+    at least twice the signature's tolerance window), else ``IDEMPOTENCY_HEADERS``' first."""
+    scope = None if origin == API_ORIGIN else origin
+    if settings.webhook_secrets and settings.webhook_scheme == "standard":
+        ttl = max(settings.idempotency_ttl_seconds, 2 * settings.webhook_tolerance_seconds)
+        return DedupeKey(key, WEBHOOK_ID, ttl, scope)
+    return DedupeKey(key, settings.idempotency_headers[0], settings.idempotency_ttl_seconds, scope)
 
 
 async def begin(
-    request: Request,
-    body: bytes,
+    request_fingerprint: str,
     *,
     settings: Settings,
     service: RunService,
@@ -87,13 +94,13 @@ async def begin(
 ) -> StoredResponse | Claimed | None:
     """Claim the request's key, or find the earlier identical request's response.
 
-    The fingerprint is of the method, the path and the body as the caller sent it, so a
-    key reused with another route or body is refused (422), whatever the protocol.
+    ``request_fingerprint`` is of the method, the path and the body as the caller sent it
+    (``body.fingerprint_of``), so a key reused with another route or body is refused (422),
+    whatever the protocol.
     """
     if dedupe is None:
         return None
     store = idempotency_store(settings, service, ttl_seconds=dedupe.ttl_seconds, scope=dedupe.scope)
-    request_fingerprint = fingerprint(request.method, request.url.path, body)
     begun = await store.begin(dedupe.key, request_fingerprint, kind=dedupe.kind, plan_checkpoint=plan_checkpoint)
     if isinstance(begun, StoredResponse):
         return begun

@@ -52,7 +52,7 @@ async def sweep() -> Report:
 async def _warn_unhosted(settings: Settings, service: RunService) -> None:
     """A finished pass that found threads on a version the app no longer hosts says so (their
     turns are refused): one read, once a pass. ``version_check`` refuses such a deploy first."""
-    from functions_adapter.api.workflows_api import describe  # noqa: PLC0415 - only once a pass ends
+    from functions_adapter.workflow_listing import describe  # noqa: PLC0415 - only once a pass ends
 
     counted = await live_threads(service.store.container)
     unhosted = describe(workflow_catalog(settings), *counted)["unhosted"] if counted else []

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from functions_adapter.api.request_body import parse_run_request
+from functions_adapter.request_body import parse_run_request
 from functions_adapter.settings import Settings
 from resumable.core.runs import Runner, RunRequest, RunService
 from resumable.core.thread_turns import ThreadRunner

@@ -17,9 +17,9 @@ import argparse
 import asyncio
 import sys
 
-from functions_adapter.api.workflows_api import describe
 from functions_adapter.settings import Settings
 from functions_adapter.wiring import container_for, workflow_catalog
+from functions_adapter.workflow_listing import describe
 from resumable.threads.pass_state import live_threads
 
 

@@ -4,14 +4,13 @@ Once the body is a ``RunAgentInput``, every answer is ``RUN_STARTED`` … then
 ``RUN_FINISHED`` or ``RUN_ERROR`` with our error code (a busy thread, a refused caller,
 input the turn refuses), except a storage outage or a server fault before the first event:
 those keep their HTTP status (503 with ``Retry-After``, 500), as on every route. The turn is
-opened here, in the request, exactly as ``routes._post_run`` opens a thread turn
-(``build_turn``, ``RunOwner``): its owner then drains it whatever the client does. A run
+opened here, in the request, through the one turn call (``turn_call.call_turn``), as the
+runs routes open theirs: its owner then drains it whatever the client does. A run
 with nothing new answers the thread's history (``MESSAGES_SNAPSHOT``) and runs nothing.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -21,21 +20,20 @@ from ag_ui.encoder import EventEncoder
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
 
+from functions_adapter import thread_access
 from functions_adapter.ag_ui import events
 from functions_adapter.ag_ui.history import thread_history
 from functions_adapter.ag_ui.input import AgUiRun, parse_input
-from functions_adapter.api import thread_api
-from functions_adapter.api.routes import read_body, require_json, verify_signature
 from functions_adapter.authorization import caller_of, origin_of
+from functions_adapter.body import read_body, require_json, verify_signature
 from functions_adapter.request_trace import traced
 from functions_adapter.settings import Settings
 from functions_adapter.sse import KEEPALIVE, MEDIA_TYPE
 from functions_adapter.status_map import status_of
-from functions_adapter.turns import build_turn
-from functions_adapter.wiring import build_service, load_settings
+from functions_adapter.turn_call import Ran, TurnCall, call_turn
+from functions_adapter.wiring import load_settings
 from resumable.base.errors import NoNewMessages, ResumeError
 from resumable.core.event_pump import IdleTick
-from resumable.core.run_owner import RunOwner
 from resumable.threads.ownership import Caller
 
 logger = logging.getLogger(__name__)
@@ -51,7 +49,7 @@ async def handle_run(request: Request) -> Response:
 async def _run(request: Request) -> Response:
     settings = load_settings()
     body = await read_body(request, settings.max_request_bytes)
-    verify_signature(request, body, settings)
+    verify_signature(request.headers, body, settings)
     require_json(request.headers.get("content-type"))
     run = parse_input(body, settings.limits)
     try:
@@ -65,21 +63,27 @@ async def _run(request: Request) -> Response:
 
 async def _open(request: Request, settings: Settings, run: AgUiRun) -> Source:
     """The run's events after ``RUN_STARTED``; a refusal raises (``RUN_ERROR``)."""
-    await thread_api.gate(request, settings, ROUTE, run.thread_id)
-    service = build_service(settings)
     if not run.candidates and not run.answers:  # a reload, or every interrupt cancelled
+        await thread_access.gate(request.headers, settings, ROUTE, run.thread_id)
         return await _history(settings, run, caller_of(request))
-    origin = origin_of(request)
-    turn = build_turn(settings, service, run.runs_body(), thread_id=run.thread_id, origin=origin)
     checkpoint_id = str(uuid.uuid4())  # chosen now, so the reply's message IDs are known now
-    turn_request = dataclasses.replace(turn.request, final_checkpoint_id=checkpoint_id, resent=run.candidates)
-    owner = RunOwner(turn.runner, turn_request)
+    call = TurnCall(
+        thread_id=run.thread_id,
+        origin=origin_of(request),
+        body=run.runs_body(),
+        route=ROUTE,
+        authorizer_headers=request.headers,
+        checkpoint_id=checkpoint_id,
+        resent=run.candidates,
+    )
     try:
-        source = await owner.stream(keepalive_seconds=settings.sse_keepalive_seconds)
+        outcome = await call_turn(call, settings)
     except NoNewMessages:
         return await _history(settings, run, caller_of(request))
+    if not isinstance(outcome, Ran) or outcome.events is None:  # unkeyed and streamed: always a run
+        raise ResumeError("The turn did not stream.")
     applied = 0 if run.answers else len(run.candidates)
-    return events.ReplyStream(run.thread_id, run.run_id, checkpoint_id, applied).events(source)
+    return events.ReplyStream(run.thread_id, run.run_id, checkpoint_id, applied).events(outcome.events)
 
 
 async def _history(settings: Settings, run: AgUiRun, caller: Caller) -> Source:

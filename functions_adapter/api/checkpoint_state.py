@@ -1,7 +1,7 @@
 """A thread checkpoint's state (``GET .../checkpoints/{id}/state``) and a fork from an edit of
 it (``POST .../checkpoints/{id}/fork``): the console's debugger, open to any client.
 
-Both pass the thread's gate (``thread_api.gate``, the authorizer) and the owner check of the
+Both pass the thread's gate (``thread_access.gate``, the authorizer) and the owner check of the
 thread's other routes. The state is read through the store's restricted codec and answered as
 JSON. The edited fork is a thread turn like any fork (``from_checkpoint_id``), built by the one
 turn factory, with the edited executor states put in place of the saved ones before the
@@ -14,8 +14,9 @@ import dataclasses
 
 from fastapi import Request, Response
 
-from functions_adapter.api import routes, thread_api
-from functions_adapter.authorization import origin_of
+from functions_adapter import thread_access
+from functions_adapter.authorization import caller_of, origin_of
+from functions_adapter.body import read_body, require_json, verify_signature
 from functions_adapter.http_responses import JSON_MEDIA_TYPE, event_stream, json_response
 from functions_adapter.params import json_object
 from functions_adapter.request_trace import traced
@@ -40,10 +41,10 @@ async def handle_state(request: Request, thread_id: str, checkpoint_id: str) -> 
 
 async def _state(request: Request, thread_id: str, checkpoint_id: str) -> Response:
     settings = load_settings()
-    await thread_api.gate(request, settings, STATE_ROUTE, thread_id)
+    await thread_access.gate(request.headers, settings, STATE_ROUTE, thread_id)
     validate_id(checkpoint_id, kind="checkpoint_id")
     service = build_service(settings)
-    await thread_api.owned_head(request, service, thread_id)
+    await thread_access.owned_head(caller_of(request), service, thread_id)
     # Any checkpoint the thread wrote, a replaced branch's too (the console shows those).
     checkpoint, info = await service.store.load_described(checkpoint_id)
     if info.thread_id != thread_id:
@@ -58,10 +59,10 @@ async def handle_fork(request: Request, thread_id: str, checkpoint_id: str) -> R
 
 async def _fork(request: Request, thread_id: str, checkpoint_id: str) -> Response:
     settings = load_settings()
-    body = await routes.read_body(request, settings.max_request_bytes)
-    routes.verify_signature(request, body, settings)
-    routes.require_json(request.headers.get("content-type"))
-    await thread_api.gate(request, settings, FORK_ROUTE, thread_id)
+    body = await read_body(request, settings.max_request_bytes)
+    verify_signature(request.headers, body, settings)
+    require_json(request.headers.get("content-type"))
+    await thread_access.gate(request.headers, settings, FORK_ROUTE, thread_id)
     validate_id(checkpoint_id, kind="checkpoint_id")
     data = json_object(body)
     unknown = sorted(set(data) - _TURN_FIELDS - {"executor_states"})

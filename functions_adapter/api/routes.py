@@ -4,73 +4,28 @@ Handlers take and return Starlette (FastAPI) objects because the Functions HTTP
 streaming extension, which live SSE needs, uses them for every HTTP trigger.
 
 Order of checks on a POST, cheapest and least revealing first: body size →
-webhook signature → body shape → idempotency record → checkpoint → run.
+webhook signature → media type here, then the turn call's (``turn_call``): authorizer →
+body shape → idempotency record → checkpoint → run.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from fastapi import Request, Response
 
-from functions_adapter import keyed_call
-from functions_adapter import signatures as webhook_signature
+from functions_adapter import keyed_call, thread_access
 from functions_adapter.api import thread_api
 from functions_adapter.authorization import caller_of, origin_of
-from functions_adapter.errors import PayloadTooLarge, UnsupportedMediaType
+from functions_adapter.body import fingerprint_of, read_body, require_json, verify_signature
 from functions_adapter.headers import preferences
-from functions_adapter.http_responses import JSON_MEDIA_TYPE, event_stream, json_response, replay
-from functions_adapter.params import capped_number
+from functions_adapter.http_responses import json_response
 from functions_adapter.request_trace import traced
-from functions_adapter.settings import Settings
-from functions_adapter.turns import build_turn
+from functions_adapter.turn_call import TurnCall, call_turn
+from functions_adapter.turn_response import render_outcome
 from functions_adapter.wiring import build_service, load_settings
 from resumable.base.ids import validate_id
-from resumable.core.held_claim import HeldClaim
-from resumable.core.idempotency import StoredResponse
-from resumable.core.run_owner import RunOwner
-from resumable.core.runs import Runner, RunRequest
 from resumable.threads.ownership import checkpoint_info
-
-
-def require_json(content_type: str | None) -> None:
-    """``application/json``, with parameters such as ``charset`` allowed; 415 otherwise.
-
-    A cross-site HTML form can send ``text/plain`` or a form encoding without a CORS
-    preflight; refusing them keeps browsers from posting runs on a user's behalf.
-    """
-    media_type = (content_type or "").split(";", 1)[0].strip().lower()
-    if media_type != JSON_MEDIA_TYPE:
-        raise UnsupportedMediaType("Send the body as JSON, with 'Content-Type: application/json'.")
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The raw body, refusing (413) anything over ``limit`` without reading it all."""
-    declared = request.headers.get("content-length")
-    if declared is not None and capped_number(declared, "Content-Length", cap=limit) > limit:
-        raise PayloadTooLarge(f"The body is over the {limit}-byte limit.")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"The body is over the {limit}-byte limit.")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def verify_signature(request: Request, body: bytes, settings: Settings) -> None:
-    """With ``WEBHOOK_SECRET`` set, the body's signature (401 before anything is parsed)."""
-    if settings.webhook_secrets:
-        webhook_signature.verify(
-            request.headers,
-            body,
-            settings.webhook_secrets,
-            tolerance_seconds=settings.webhook_tolerance_seconds,
-            scheme=settings.webhook_scheme,
-        )
-
 
 # -- POST /api/runs and POST /api/threads/{thread_id}/runs -------------------------------
 
@@ -88,39 +43,21 @@ async def handle_thread_run(request: Request, thread_id: str) -> Response:
 async def _post_run(request: Request, *, thread_id: str | None) -> Response:
     settings = load_settings()
     body = await read_body(request, settings.max_request_bytes)
-    verify_signature(request, body, settings)
+    verify_signature(request.headers, body, settings)
     require_json(request.headers.get("content-type"))
-    if thread_id is not None:
-        await thread_api.gate(request, settings, "threads/{thread_id}/runs", thread_id)
-    service = build_service(settings)
     origin = origin_of(request)
-    turn = build_turn(settings, service, body, thread_id=thread_id, origin=origin, accept=request.headers.get("accept"))
-    run_request, runner = turn.request, turn.runner
-
-    dedupe = keyed_call.dedupe_key(request, settings)
-    if run_request.background or "respond-async" in preferences(request.headers.get("prefer")):
-        return await _background().accept(request, body, turn, settings=settings, dedupe=dedupe)
-    if run_request.callback_url is not None:
-        from functions_adapter.api.background_submit import refuse_synchronous_callback  # noqa: PLC0415 - on first use
-
-        refuse_synchronous_callback(run_request)
-    keyed = await keyed_call.begin(
-        request, body, settings=settings, service=service, dedupe=dedupe, plan_checkpoint=thread_id is None
+    call = TurnCall(
+        thread_id=thread_id,
+        origin=origin,
+        body=body,
+        route="threads/{thread_id}/runs",
+        authorizer_headers=request.headers,
+        dedupe=keyed_call.dedupe_key(request.headers, origin, settings),
+        fingerprint=fingerprint_of(request, body),
+        accept=request.headers.get("accept"),
+        async_preferred="respond-async" in preferences(request.headers.get("prefer")),
     )
-    if isinstance(keyed, StoredResponse):
-        return replay(keyed, stream=run_request.stream)
-    if keyed is not None and keyed.planned_checkpoint_id is not None:  # the checkpoint this call commits
-        run_request = dataclasses.replace(run_request, final_checkpoint_id=keyed.planned_checkpoint_id)
-    claim = None if keyed is None else keyed.claim
-    return await _execute(runner, run_request, claim, settings.sse_keepalive_seconds)
-
-
-async def _execute(runner: Runner, request: RunRequest, claim: HeldClaim | None, keepalive: float) -> Response:
-    """Hand the call to its owner; only the response's shape is decided here."""
-    owner = RunOwner(runner, request, claim=claim)
-    if request.stream:
-        return event_stream(await owner.stream(keepalive_seconds=keepalive))
-    return Response(await owner.result(), media_type=JSON_MEDIA_TYPE)
+    return render_outcome(await call_turn(call, settings), async_preferred=call.async_preferred)
 
 
 def _background() -> Any:
@@ -144,7 +81,7 @@ async def handle_get_checkpoint(request: Request, checkpoint_id: str) -> Respons
         service = build_service(settings)
         info = await checkpoint_info(service.pointers, service.store, checkpoint_id, caller_of(request))
         if info.thread_id is not None:  # its thread's authorizer decides too, as on the thread's routes
-            await thread_api.gate(request, settings, "checkpoints/{checkpoint_id}", info.thread_id)
+            await thread_access.gate(request.headers, settings, "checkpoints/{checkpoint_id}", info.thread_id)
         return json_response(info.to_json())
 
     return await traced(request, "checkpoints/{checkpoint_id}", get)

@@ -1,29 +1,23 @@
-"""Threads as a resource: read, history, metadata, delete; and the authorization gate."""
+"""Threads as a resource over HTTP: read, history, metadata, delete (the gate and the owner's
+view are ``thread_access``'s, shared with the other protocols)."""
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
-from typing import Any
 
 from fastapi import Request, Response
 
-from functions_adapter.authorization import ADAPTER_ORIGIN, authorize, caller_of
+from functions_adapter.authorization import caller_of
 from functions_adapter.http_responses import json_response
 from functions_adapter.params import whole_number
-from functions_adapter.settings import Settings
+from functions_adapter.thread_access import gate, owned_head, thread_view
 from functions_adapter.wiring import build_service, container_for, load_settings
 from resumable.base import strict_json
-from resumable.base.errors import CheckpointNotFound, InvalidRequest, PreconditionFailed, ThreadNotFound
-from resumable.base.ids import validate_id
+from resumable.base.errors import InvalidRequest, PreconditionFailed
 from resumable.core.results import turn_json
-from resumable.core.runs import RunService
-from resumable.threads import ownership
 from resumable.threads.admin import MAX_PAGE, ThreadMetadata, history
 from resumable.threads.delete import delete_thread
-from resumable.threads.ownership import Caller
-from resumable.threads.pointers import ThreadHead, expired
 
 logger = logging.getLogger(__name__)
 DEFAULT_PAGE = 20
@@ -35,71 +29,12 @@ _ETAG = re.compile(r'(W/)?"[\x21\x23-\x7e]*"')
 _STORAGE_ETAG = re.compile(r'"0x[0-9A-F]{1,32}"')
 
 
-async def gate(request: Request, settings: Settings, route: str, thread_id: str) -> None:
-    """Validate the ID, then ask the authorizer (with the thread's metadata) before anything else.
-
-    An adapter's in-process turn is not put to the authorizer: its sender's signature
-    authenticated it, and the thread's origin (its channel, its repository) confines it, so
-    no authorizer needs a rule for adapter threads, least of all one by name.
-    """
-    if ADAPTER_ORIGIN in request.scope:
-        validate_id(thread_id, kind="thread_id")
-        return
-    await gate_headers(request.headers, settings, route, thread_id)
-
-
-async def gate_headers(headers: Mapping[str, str], settings: Settings, route: str, thread_id: str) -> None:
-    """``gate`` for callers that are not an HTTP route (MCP tools): the same check, given the
-    headers the call arrived with."""
-    validate_id(thread_id, kind="thread_id")
-    if settings.thread_authorizer:
-        metadata = await ThreadMetadata(container_for(settings)).get(thread_id)
-        await authorize(
-            settings.thread_authorizer,
-            route=route,
-            thread_id=thread_id,
-            headers=headers,
-            metadata=metadata.values,
-        )
-
-
-async def owned_head(request: Request, service: RunService, thread_id: str) -> ThreadHead:
-    """The thread's pointer, if the caller's origin made the thread (else 403 ``forbidden``,
-    before anything of the thread is read or changed; ``ownership.owned_head``). Names decide
-    nothing here: a thread called ``slack.*`` is a Slack channel's only if that channel's turn
-    created it."""
-    return await ownership.owned_head(service.pointers, thread_id, caller_of(request))
-
-
 async def get_thread(request: Request, thread_id: str) -> Response:
     """The pointer, its recent lineage and the metadata (with its ETag)."""
     settings = load_settings()
-    await gate(request, settings, "threads/{thread_id}", thread_id)
+    await gate(request.headers, settings, "threads/{thread_id}", thread_id)
     body, etag = await thread_view(settings, thread_id, caller_of(request))
     return json_response(body, headers={"ETag": etag} if etag else None)
-
-
-async def thread_view(settings: Settings, thread_id: str, caller: Caller) -> tuple[dict[str, Any], str | None]:
-    """What ``GET /api/threads/{id}`` answers (after the gate) to ``caller``: the body and
-    the metadata's ETag."""
-    service = build_service(settings)
-    owned = await ownership.owned_head(service.pointers, thread_id, caller)
-    metadata = await ThreadMetadata(container_for(settings)).get(thread_id)
-    head = None if owned.checkpoint_id is None else owned  # None: no turns yet
-    if head is not None:
-        try:  # retention may have removed the head: the thread expired
-            await service.store.get_info(str(head.checkpoint_id))
-        except CheckpointNotFound:
-            raise expired(thread_id) from None
-    if head is None and metadata.etag is None:
-        raise ThreadNotFound(f"Thread '{thread_id}' has no turns yet.")
-    body = (
-        head.to_json()
-        if head is not None
-        else {"thread_id": thread_id, "checkpoint_id": None, "turns": 0, "recent_checkpoint_ids": []}
-    )
-    body["metadata"] = metadata.values
-    return body, metadata.etag
 
 
 async def get_history(request: Request, thread_id: str) -> Response:
@@ -108,7 +43,7 @@ async def get_history(request: Request, thread_id: str) -> Response:
     ``include=turn`` adds each checkpoint's turn (what it was sent and answered, and the
     requests it left pending)."""
     settings = load_settings()
-    await gate(request, settings, "threads/{thread_id}/history", thread_id)
+    await gate(request.headers, settings, "threads/{thread_id}/history", thread_id)
     service = build_service(settings)
     query = request.query_params
     limit = whole_number(query.get("limit"), "limit", low=1, high=MAX_PAGE, default=DEFAULT_PAGE)
@@ -134,13 +69,13 @@ async def get_history(request: Request, thread_id: str) -> Response:
 
 async def put_metadata(request: Request, thread_id: str, body: bytes) -> Response:
     settings = load_settings()
-    await gate(request, settings, "threads/{thread_id}/metadata", thread_id)
+    await gate(request.headers, settings, "threads/{thread_id}/metadata", thread_id)
     try:
         values = strict_json.loads(body)
     except strict_json.StrictJsonError as exc:
         raise InvalidRequest(f"The body must be one JSON object: {exc}") from None
     if_match = _if_match(request.headers.get("if-match"))
-    await owned_head(request, build_service(settings), thread_id)
+    await owned_head(caller_of(request), build_service(settings), thread_id)
     written = await ThreadMetadata(container_for(settings)).put(thread_id, values, if_match=if_match)
     return json_response({"thread_id": thread_id, "metadata": written.values}, headers={"ETag": str(written.etag)})
 
@@ -165,7 +100,7 @@ def _if_match(raw: str | None) -> str | None:
 async def delete(request: Request, thread_id: str) -> Response:
     """204 once everything is gone; 202 when the deadline came first (call again to finish)."""
     settings = load_settings()
-    await gate(request, settings, "threads/{thread_id}", thread_id)
+    await gate(request.headers, settings, "threads/{thread_id}", thread_id)
     service = build_service(settings)
     done = await delete_thread(
         container_for(settings),

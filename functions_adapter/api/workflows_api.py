@@ -17,6 +17,7 @@ from functions_adapter.http_responses import json_response
 from functions_adapter.request_trace import traced
 from functions_adapter.settings import SettingsError
 from functions_adapter.wiring import container_for, load_settings, workflow_catalog
+from functions_adapter.workflow_listing import describe
 from resumable.base.errors import InvalidRequest
 from resumable.core.catalog import WorkflowCatalog, WorkflowRef
 from resumable.core.graph import describe_graph
@@ -64,36 +65,3 @@ async def _workflows() -> Response:
     catalog = workflow_catalog(settings)
     counted = await live_threads(container_for(settings))
     return json_response(describe(catalog, *(counted or (None, None))))
-
-
-def by_version(catalog: WorkflowCatalog, counts: dict[str, int]) -> dict[tuple[str, str], int]:
-    """Counts keyed by (workflow, version), a head from before versions as the default's v1."""
-    found: dict[tuple[str, str], int] = {}
-    for key, count in counts.items():
-        workflow, _, version = key.rpartition("@")  # a label holds no "@"; a name might
-        named = catalog.of_metadata({"workflow": workflow, "workflow_version": version})
-        found[named] = found.get(named, 0) + count
-    return found
-
-
-def describe(catalog: WorkflowCatalog, counts: dict[str, int] | None, counted_at: float | None) -> dict[str, Any]:
-    found = by_version(catalog, counts) if counts is not None else None
-    workflows = []
-    for name, entry in sorted(catalog.entries.items()):
-        versions = [
-            {
-                "version": label,
-                "newest": label == entry.newest,
-                "live_threads": None if found is None else found.pop((name, label), 0),
-            }
-            for label in entry.labels
-        ]
-        workflows.append(
-            {"name": name, "default": name == catalog.default, "policy": entry.policy, "versions": versions}
-        )
-    unhosted = [
-        {"workflow": workflow, "version": version, "live_threads": count}
-        for (workflow, version), count in sorted((found or {}).items())
-        if count
-    ]
-    return {"workflows": workflows, "counted_at": counted_at, "unhosted": unhosted}

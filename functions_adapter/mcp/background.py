@@ -2,51 +2,39 @@
 client waits on one tool call.
 
 They are ``POST /api/threads/{id}/runs`` with ``"background": true`` and ``GET /api/runs/{id}``
-(``Prefer: wait=N``), run through those routes' own handlers: the call becomes the HTTP
-request it stands for (method, path, the MCP request's headers; no body on the wire), so the
-accept, the authorizer on the run's thread and the status document are theirs, not copies.
+(``Prefer: wait=N``) without HTTP: the same turn call (``turn_call.call_turn``: the gate, the
+background accept) and the same reads of the run (``background_submit.authorized_run``, the
+status document), given plain values, so they are those routes' own, not copies.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from fastapi import Request
-
-from functions_adapter.api import background_api, thread_api
 from functions_adapter.authorization import caller_origin
+from functions_adapter.background_submit import authorized_run, run_control, status_json
 from functions_adapter.mcp.contract import GET_RUN, START_TURN
-from functions_adapter.mcp.tools import ToolResult, arguments_of, reply_text, turn_body
-from functions_adapter.turns import build_turn
-from functions_adapter.wiring import build_service, load_settings
-from resumable.base.errors import InvalidRequest
+from functions_adapter.mcp.results import ToolResult, arguments_of, reply_text, turn_of
+from functions_adapter.turn_call import Queued, call_turn
+from functions_adapter.wiring import load_settings
+from resumable.background import records as rr
+from resumable.base.errors import InvalidRequest, ResumeError
+from resumable.threads.ownership import Caller
 
 MAX_WAIT_SECONDS = 60
-
-
-def _as_request(method: str, path: str, headers: Mapping[str, str]) -> Request:
-    """The HTTP request this tool call stands for, as the route handlers read it."""
-    raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
-    scope = {"type": "http", "method": method, "path": path, "query_string": b"", "headers": raw}
-    return Request(scope)
 
 
 async def start_turn(arguments: Any, headers: Mapping[str, str]) -> ToolResult:
     args = arguments_of(START_TURN, arguments)
     thread_id = args["thread_id"]
     settings = load_settings()
-    body = turn_body(args, settings, background=True)
-    await thread_api.gate_headers(headers, settings, "threads/{thread_id}/runs", thread_id)
-    turn = build_turn(settings, build_service(settings), body, thread_id=thread_id, origin=caller_origin(headers))
-    # Without the caller's prefer/idempotency headers: the route must not read a key or a
-    # preference the MCP client never meant for it.
-    request = _as_request("POST", f"/api/threads/{thread_id}/runs", {})
-    response = await background_api.accept(request, body, turn, settings=settings, dedupe=None)
-    accepted = json.loads(bytes(response.body))
-    run = {"run_id": accepted["run_id"], "status": accepted["status"], "thread_id": thread_id}
-    return ToolResult(f"Started run {accepted['run_id']} on thread {thread_id}; follow it with get_run.", run)
+    outcome = await call_turn(turn_of(args, headers, settings, background=True), settings)
+    if not isinstance(outcome, Queued) or outcome.accepted.run_id is None:  # unkeyed: never a replay
+        raise ResumeError("The run was not queued.")
+    run_id = outcome.accepted.run_id
+    run = {"run_id": run_id, "status": rr.QUEUED, "thread_id": thread_id}
+    return ToolResult(f"Started run {run_id} on thread {thread_id}; follow it with get_run.", run)
 
 
 async def get_run(arguments: Any, headers: Mapping[str, str]) -> ToolResult:
@@ -55,9 +43,9 @@ async def get_run(arguments: Any, headers: Mapping[str, str]) -> ToolResult:
     if isinstance(wait, bool) or not isinstance(wait, int) or not 0 <= wait <= MAX_WAIT_SECONDS:
         raise InvalidRequest(f"'wait_seconds' must be a whole number from 0 to {MAX_WAIT_SECONDS}.")
     run_id = args["run_id"]
-    forwarded = {k: v for k, v in headers.items() if k.lower() != "prefer"}
-    request = _as_request("GET", f"/api/runs/{run_id}", {**forwarded, "prefer": f"wait={wait}"})
-    status = json.loads(bytes((await background_api.get_status(request, run_id)).body))
+    settings = load_settings()
+    found = await authorized_run(settings, run_id, Caller(caller_origin(headers)), headers, "runs/{run_id}")
+    status = await status_json(settings, await run_control(settings).wait(found, wait))
     result = status.get("result")
     if status["status"] == "succeeded" and isinstance(result, dict):
         text = reply_text(result)

@@ -20,9 +20,9 @@ from typing import Any
 
 from fastapi import Request, Response
 
-from functions_adapter.api import thread_api
-from functions_adapter.api.routes import read_body, require_json, verify_signature
+from functions_adapter import thread_access
 from functions_adapter.authorization import caller_of
+from functions_adapter.body import read_body, require_json, verify_signature
 from functions_adapter.http_responses import json_response
 from functions_adapter.openai.objects import openai_error, with_param
 from functions_adapter.params import json_object, one_of, whole_number
@@ -106,7 +106,7 @@ def conversation(conversation_id: str, metadata: Metadata, head: ThreadHead | No
 
 async def _body(request: Request, settings: Settings, allowed: frozenset[str]) -> dict[str, Any]:
     body = await read_body(request, settings.max_request_bytes)
-    verify_signature(request, body, settings)
+    verify_signature(request.headers, body, settings)
     require_json(request.headers.get("content-type"))
     data = json_object(body) if body else {}  # only no body at all is no fields: "\n" is not JSON
     for name in data:
@@ -132,7 +132,7 @@ async def _create(request: Request) -> Response:
         raise with_param(InvalidRequest(f"'items' is not supported here ({why})."), "items")
     values = _metadata(data.get("metadata"))
     conversation_id = new_id(data.get("id_prefix"))
-    await thread_api.gate(request, settings, "conversations", conversation_id)
+    await thread_access.gate(request.headers, settings, "conversations", conversation_id)
     written = await ThreadMetadata(container_for(settings)).put(conversation_id, values, if_match=None)
     return json_response(conversation(conversation_id, written, None))
 
@@ -140,8 +140,8 @@ async def _create(request: Request) -> Response:
 async def _existing(request: Request, settings: Settings, conversation_id: str) -> tuple[Metadata, ThreadHead]:
     """The conversation's metadata and pointer, once the authorizer allowed it; 404 unless
     it has metadata or a turn and is not being deleted."""
-    await thread_api.gate(request, settings, ROUTE, conversation_id)
-    head = await thread_api.owned_head(request, build_service(settings), conversation_id)
+    await thread_access.gate(request.headers, settings, ROUTE, conversation_id)
+    head = await thread_access.owned_head(caller_of(request), build_service(settings), conversation_id)
     metadata = await ThreadMetadata(container_for(settings)).get(conversation_id)
     if head.deleting or (metadata.etag is None and head.checkpoint_id is None):
         raise ConversationNotFound(f"No conversation has the ID '{conversation_id}'.")
@@ -180,10 +180,10 @@ async def _update(request: Request, conversation_id: str) -> Response:
 async def _delete(request: Request, conversation_id: str) -> Response:
     """The thread's deletion, whole; 409 with Retry-After if the deadline came first."""
     settings = load_settings()
-    await thread_api.gate(request, settings, ROUTE, conversation_id)
+    await thread_access.gate(request.headers, settings, ROUTE, conversation_id)
     service = build_service(settings)
     container = container_for(settings)
-    head = await thread_api.owned_head(request, service, conversation_id)
+    head = await thread_access.owned_head(caller_of(request), service, conversation_id)
     if head.etag is None and (await ThreadMetadata(container).get(conversation_id)).etag is None:
         raise ConversationNotFound(f"No conversation has the ID '{conversation_id}'.")
     try:

@@ -19,10 +19,9 @@ from dataclasses import dataclass
 
 from fastapi import Request, Response
 
-from functions_adapter import keyed_call
-from functions_adapter.api import background_submit, thread_api
-from functions_adapter.api.routes import read_body, require_json, verify_signature
+from functions_adapter import background_submit, keyed_call, thread_access
 from functions_adapter.authorization import caller_of, origin_of
+from functions_adapter.body import fingerprint_of, read_body, require_json, verify_signature
 from functions_adapter.http_responses import JSON_MEDIA_TYPE, json_response, render_json
 from functions_adapter.keyed_call import DedupeKey
 from functions_adapter.openai.events import ResponseEvents, logged_run, run_frames
@@ -54,7 +53,7 @@ from resumable.background.records import RunRecord, RunRecords
 from resumable.background.run_access import owned_record
 from resumable.background.run_delete import delete_finished_run
 from resumable.base.errors import InvalidRequest
-from resumable.core.idempotency import StoredResponse, fingerprint
+from resumable.core.idempotency import StoredResponse
 from resumable.core.run_owner import RunOwner
 from resumable.core.runs import RunService
 from resumable.storage.record_store import Stored
@@ -94,16 +93,16 @@ async def handle_input_items(request: Request, response_id: str) -> Response:
 async def _create(request: Request) -> Response:
     settings = load_settings()
     body = await read_body(request, settings.max_request_bytes)
-    verify_signature(request, body, settings)
+    verify_signature(request.headers, body, settings)
     require_json(request.headers.get("content-type"))
     parsed = parse_create(body, model=settings.workflow, limits=settings.limits, hosted=hosts(settings))
     if parsed.conversation is not None:
-        await thread_api.gate(request, settings, "responses", parsed.conversation)
+        await thread_access.gate(request.headers, settings, "responses", parsed.conversation)
     runs_body = parsed.runs_body(await _continued_from(request, settings, parsed))
     service = build_service(settings)
     origin = origin_of(request)
     turn = build_turn(settings, service, runs_body, thread_id=parsed.conversation, origin=origin)
-    dedupe = keyed_call.dedupe_key(request, settings, always_key=True)
+    dedupe = keyed_call.dedupe_key(request.headers, origin, settings, always_key=True)
     create = _Create(request, settings, parsed, service, turn, body, runs_body, dedupe)
     return await (_accept(create) if parsed.background else _respond(create))
 
@@ -127,7 +126,7 @@ async def _continued_from(request: Request, settings: Settings, parsed: CreateRe
     caller = caller_of(request)
     record = (await _response(settings, parsed.previous_run_id, caller, param="previous_response_id")).value
     if record.thread_id is not None:
-        await thread_api.gate(request, settings, "responses", record.thread_id)
+        await thread_access.gate(request.headers, settings, "responses", record.thread_id)
     if not record.terminal:
         error = ResponseInProgress("The previous response has not finished; continue from it once it completed.")
         raise with_param(error, "previous_response_id")
@@ -155,14 +154,14 @@ async def _respond(create: _Create) -> Response:
     run_id, created_at = rr.new_run_id(), time.time()
     base = _base(parsed, run_id, created_at)
     keyed = await keyed_call.begin(
-        request, create.body, settings=settings, service=create.service, dedupe=create.dedupe
+        fingerprint_of(request, create.body), settings=settings, service=create.service, dedupe=create.dedupe
     )
     if isinstance(keyed, StoredResponse):
         return replayed(keyed, stream=parsed.stream)
     record = RunRecord(
         run_id=run_id,
         body=create.runs_body,
-        fingerprint=fingerprint(request.method, request.url.path, create.body),
+        fingerprint=fingerprint_of(request, create.body),
         accepted=render_json(base),
         created_at=created_at,
         thread_id=turn.thread_id,
@@ -183,10 +182,9 @@ async def _accept(create: _Create) -> Response:
     """Queue it (the background accept of ``/api/runs``): the queued response, or its stream."""
     parsed, settings = create.parsed, create.settings
     accepted = await background_submit.submit(
-        create.request,
         create.turn,
         record_body=create.runs_body,
-        request_body=create.body,
+        request_fingerprint=fingerprint_of(create.request, create.body),
         settings=settings,
         dedupe=create.dedupe,
         render=lambda run_id, created_at: render_json(_base(parsed, run_id, created_at)),
@@ -221,7 +219,7 @@ async def _authorized(request: Request, settings: Settings, route: str, response
     authorizer allowed this caller its conversation."""
     found = await _response(settings, run_id_of(response_id), caller_of(request))
     if found.value.thread_id is not None:
-        await thread_api.gate(request, settings, route, found.value.thread_id)
+        await thread_access.gate(request.headers, settings, route, found.value.thread_id)
     return found
 
 

@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import logging
 import os
-import time
 from typing import Any, NamedTuple
 
 from fastapi import Request, Response
-from opentelemetry import propagate
-from starlette.requests import Request as StarletteRequest
 
-from functions_adapter import signatures
-from functions_adapter.api import routes
-from functions_adapter.authorization import ADAPTER_ORIGIN
-from functions_adapter.settings import Settings
+from functions_adapter import keyed_call, signatures
+from functions_adapter.body import read_body
+from functions_adapter.turn_call import TurnCall, call_turn
+from functions_adapter.turn_response import render_outcome
 from functions_adapter.wiring import load_settings
 from resumable.base.errors import InvalidRequest, ServerMisconfigured
+from resumable.core.idempotency import fingerprint
 
 logger = logging.getLogger(__name__)
 # What App Service leaves in a setting when it cannot read the Key Vault secret behind it.
@@ -51,7 +47,7 @@ async def verified_body(request: Request, setting: str, scheme: str) -> bytes:
     """The body, once the secret in ``setting`` verified it: 413 over ``MAX_REQUEST_BYTES``,
     401 for a bad signature, both before anything is parsed or stored."""
     settings = load_settings()
-    body = await routes.read_body(request, settings.max_request_bytes)
+    body = await read_body(request, settings.max_request_bytes)
     signatures.verify(
         request.headers,
         body,
@@ -74,10 +70,11 @@ def parsed(body: bytes) -> dict[str, Any]:
 
 
 async def start_turn(delivery: Delivery, key: str) -> Response:
-    """Call the app's thread route in-process: a background turn with a callback, keyed by
-    the sender's delivery ID, so the sender's retry replays the first answer. The turn
-    carries the delivery's origin in its ASGI scope (``authorization.ADAPTER_ORIGIN``),
-    where no client can put one."""
+    """The delivery's turn, through the one turn call (``turn_call.call_turn``), as
+    ``POST /api/threads/{thread}/runs`` would take it: a background turn with a callback,
+    keyed by the sender's delivery ID, so the sender's retry replays the first answer. Its
+    origin is the delivery's, named by this code only; the thread authorizer is not asked
+    (the sender's signature authenticated the delivery, and its origin confines the thread)."""
     settings = load_settings()
     thread = delivery.thread
     body: dict[str, Any] = {"messages": delivery.text or "(empty message)", "background": True}
@@ -85,46 +82,14 @@ async def start_turn(delivery: Delivery, key: str) -> Response:
     if answer_url:
         body["callback_url"] = answer_url
     raw = json.dumps(body).encode()
-    # The key goes in the first header the app dedupes on (IDEMPOTENCY_HEADERS), and the
-    # trace goes on, so the turn's span joins the delivery's.
-    headers = {"content-type": "application/json", settings.idempotency_headers[0]: key}
-    headers.update(_signed(settings, key, raw))
-    propagate.inject(headers)
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "path": f"/api/threads/{thread}/runs",
-        "headers": [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()],
-        "query_string": b"",
-        ADAPTER_ORIGIN: delivery.origin,
-    }
-    sent = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal sent
-        if sent:
-            return {"type": "http.disconnect"}
-        sent = True
-        return {"type": "http.request", "body": raw, "more_body": False}
-
-    return await routes.handle_thread_run(StarletteRequest(scope, receive), thread)
-
-
-def _signed(settings: Settings, key: str, raw: bytes) -> dict[str, str]:
-    """With ``WEBHOOK_SECRET`` on, sign the in-process turn as the app's own scheme expects.
-
-    The adapter has verified its sender with that sender's secret; the thread route checks
-    every POST against ``WEBHOOK_SECRET``, so the adapter signs for it (in-process only: the
-    signature never leaves this worker). With Standard Webhooks the key is the ``webhook-id``.
-    """
-    if not settings.webhook_secrets:
-        return {}
-    secret = signatures.secret_bytes(settings.webhook_secrets[0])
-    now = str(int(time.time()))
-    if settings.webhook_scheme == "github":
-        return {"x-hub-signature-256": "sha256=" + hmac.new(secret, raw, hashlib.sha256).hexdigest()}
-    if settings.webhook_scheme == "slack":
-        signed = hmac.new(secret, f"v0:{now}:".encode() + raw, hashlib.sha256).hexdigest()
-        return {"x-slack-request-timestamp": now, "x-slack-signature": "v0=" + signed}
-    signature = signatures.sign(settings.webhook_secrets[0], key, int(now), raw)
-    return {"webhook-id": key, "webhook-timestamp": now, "webhook-signature": signature}
+    path = f"/api/threads/{thread}/runs"
+    call = TurnCall(
+        thread_id=thread,
+        origin=delivery.origin,
+        body=raw,
+        route="threads/{thread_id}/runs",
+        authorizer_headers=None,
+        dedupe=keyed_call.delivery_key(key, delivery.origin, settings),
+        fingerprint=fingerprint("POST", path, raw),
+    )
+    return render_outcome(await call_turn(call, settings), async_preferred=False)

@@ -22,8 +22,8 @@ import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response
 
 from functions_adapter.request_trace import traced
+from functions_adapter.thread_names import derived_thread_id, origin_for
 from functions_adapter.webhooks.common import Delivery, parsed, start_turn, verified_body
-from functions_adapter.webhooks.thread_names import derived_thread_id, origin_for
 from resumable.base.errors import InvalidRequest
 
 bp = func.Blueprint()

@@ -23,9 +23,9 @@ import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response
 
 from functions_adapter.request_trace import traced
+from functions_adapter.thread_names import derived_thread_id
 from functions_adapter.webhooks import slack_answer as slack_answer_route
 from functions_adapter.webhooks.common import Delivery, parsed, start_turn, verified_body
-from functions_adapter.webhooks.thread_names import derived_thread_id
 from resumable.base.errors import InvalidRequest
 
 bp = func.Blueprint()

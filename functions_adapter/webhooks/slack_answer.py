@@ -21,8 +21,8 @@ import aiohttp
 from fastapi import Request, Response
 
 from functions_adapter.http_responses import json_response
+from functions_adapter.thread_names import origin_for, parts_of
 from functions_adapter.webhooks.common import parsed, secrets, verified_body
-from functions_adapter.webhooks.thread_names import origin_for, parts_of
 from functions_adapter.wiring import build_service, container_for, idempotency_store, load_settings
 from resumable.background.records import RunRecords
 from resumable.base.cancel_safe import finish_even_if_cancelled

@@ -177,7 +177,7 @@ async def test_a_failing_workflow_and_a_bug_are_tool_errors_that_leak_nothing(
     def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("secret internal detail")
 
-    monkeypatch.setattr("functions_adapter.mcp.tools.build_turn", broken)
+    monkeypatch.setattr("functions_adapter.turn_call.build_turn", broken)
     bug = await _tool(recording, "run_turn", {"thread_id": "failing", "message": "again"})
     assert bug["isError"] is True and bug["structuredContent"]["error"]["code"] == "internal_error"
     assert "secret" not in json.dumps(bug)

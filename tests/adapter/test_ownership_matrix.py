@@ -651,9 +651,10 @@ RAW_READ = re.compile(
     rf"|records\.get\(|RunRecords{_ARGS}\.get\(|\.get\(run_id\)"
 )
 GUARDED_READS = {
-    # thread_view: after ownership.owned_head; gate_headers: the authorizer's own input;
     # put_metadata: after owned_head.
-    "functions_adapter/api/thread_api.py": 4,
+    "functions_adapter/api/thread_api.py": 1,
+    # thread_view: after ownership.owned_head; gate: the authorizer's own input.
+    "functions_adapter/thread_access.py": 3,
     # thread_history: after ownership.owned_head.
     "functions_adapter/ag_ui/history.py": 1,
     # _create: a new ID of its own; _existing/_get/_delete: after owned_head (an update's

@@ -8,9 +8,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from functions_adapter.thread_names import derived_thread_id, parts_of
 from functions_adapter.webhooks.github import github_turn
 from functions_adapter.webhooks.slack import slack_turn
-from functions_adapter.webhooks.thread_names import derived_thread_id, parts_of
 from resumable.base.ids import validate_id
 
 

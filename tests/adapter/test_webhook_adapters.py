@@ -437,7 +437,7 @@ async def test_adapters_work_when_the_app_s_own_routes_require_signatures(
     adapters: FunctionHost, monkeypatch: pytest.MonkeyPatch, scheme: str
 ) -> None:
     # WEBHOOK_SECRET signs direct calls to the thread route; the adapter has verified its
-    # sender already, and its in-process turn must not be refused for lacking that signature.
+    # sender already, and its turn (a TurnCall, below that route's edge) needs no other signature.
     monkeypatch.setenv("WEBHOOK_SECRET", "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=")
     monkeypatch.setenv("WEBHOOK_SCHEME", scheme)
     body = _comment(99)

@@ -1,6 +1,7 @@
 """The library's folders show its architecture: each sub-package imports only the ones
 below it, none imports the package root, and ``import resumable`` loads no HTTP or
-Functions code."""
+Functions code. The adapter is layered the same way: its shared modules sit below its
+protocol folders, no protocol folder imports another, and no imports run in a cycle."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+
+from devtools import adapter_graph
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "resumable"
@@ -70,3 +73,54 @@ def test_import_resumable_loads_no_http_or_functions_code() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_adapters_shared_modules_import_no_protocol_folder() -> None:
+    """A protocol is one folder: what two protocols need lives below them, never in one of them."""
+    assert adapter_graph.figures(ROOT).up == []
+
+
+def test_no_protocol_folder_imports_another() -> None:
+    assert adapter_graph.figures(ROOT).across == []
+
+
+def test_the_adapters_imports_run_in_no_cycle() -> None:
+    assert adapter_graph.figures(ROOT).cycles == []
+
+
+def test_the_adapter_graph_sees_each_kind_of_wrong_arrow(tmp_path: Path) -> None:
+    """The three checks above can fail: a planted arrow up, across and a cycle are each found."""
+    files = {
+        "__init__.py": "",
+        "shared.py": "from functions_adapter.api.routes import handle\n",
+        "api/__init__.py": "",
+        "api/routes.py": "from functions_adapter.mcp import tools\n",
+        "mcp/__init__.py": "",
+        "mcp/tools.py": "from . import background\n",
+        "mcp/background.py": "def later():\n    from functions_adapter.mcp.tools import call\n",
+    }
+    for name, text in files.items():
+        path = tmp_path / "functions_adapter" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    found = adapter_graph.figures(tmp_path)
+    assert found.up == [("functions_adapter.shared", "functions_adapter.api.routes")]
+    assert found.across == [("functions_adapter.api.routes", "functions_adapter.mcp.tools")]
+    assert found.cycles == [["functions_adapter.mcp.background", "functions_adapter.mcp.tools"]]
+
+
+def test_no_adapter_module_builds_a_request_by_hand() -> None:
+    """Below a protocol's edge a turn is plain values (``turn_call.TurnCall``): no module makes
+    up a Starlette request, or the ASGI scope of one, to reach another protocol's handler."""
+    made_up = []
+    for path in sorted((ROOT / "functions_adapter").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            called = node.func if isinstance(node, ast.Call) else None
+            name = getattr(called, "id", None) or getattr(called, "attr", None)
+            scope = isinstance(node, ast.Dict) and any(
+                isinstance(key, ast.Constant) and key.value == "type" for key in node.keys
+            )
+            scope = scope and any(isinstance(v, ast.Constant) and v.value == "http" for v in node.values)
+            if name in {"Request", "StarletteRequest", "HTTPConnection"} or scope:
+                made_up.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert made_up == []

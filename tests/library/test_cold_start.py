@@ -29,7 +29,7 @@ DEFERRED = (
     "resumable.background.callbacks",
     "resumable.threads.sweep",
     "functions_adapter.api.background_api",
-    "functions_adapter.api.background_submit",
+    "functions_adapter.background_submit",
     "functions_adapter.openai.responses_api",
     "functions_adapter.queue_triggers",
     "functions_adapter.callbacks",

@@ -1,45 +1,49 @@
 """Submitting a background run, the adapter's side, shared by ``/api/runs``, a thread's
-runs and ``/api/responses``: the key, the trace context and the callback check around the
-library's ``RunAcceptor``; and the ``RunControl`` the run routes read and cancel through.
+runs, ``/api/responses``, MCP and the webhook adapters: the key, the trace context and the
+callback check around the library's ``RunAcceptor``; and the ``RunControl`` the run routes
+and MCP's ``get_run`` read and cancel through. Plain values in: no request object.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
-from fastapi import Request
 from opentelemetry import propagate, trace
 
-from functions_adapter import callback_url, callbacks
+from functions_adapter import callback_url, callbacks, thread_access
+from functions_adapter.http_responses import render_json
 from functions_adapter.queue_triggers import callbacks_for, run_queue
 from functions_adapter.settings import Settings
 from functions_adapter.turns import Turn
 from functions_adapter.wiring import build_service, container_for, idempotency_store
+from resumable.background import records as rr
 from resumable.background.accept import Accepted, AcceptRequest, Callback, Dedupe, RenderAccepted, RunAcceptor
 from resumable.background.control import RunControl
 from resumable.background.order import ThreadOrder
-from resumable.background.records import RunRecords
+from resumable.background.records import RunRecord, RunRecords
+from resumable.background.run_access import owned_run
 from resumable.base.errors import InvalidRequest, ServerMisconfigured
-from resumable.core.idempotency import fingerprint
 from resumable.core.runs import RunRequest
+from resumable.storage.record_store import Stored
+from resumable.threads.ownership import Caller
 
 logger = logging.getLogger(__name__)
 
 
 async def submit(
-    request: Request,
     turn: Turn,
     *,
     record_body: bytes,
-    request_body: bytes,
+    request_fingerprint: str,
     settings: Settings,
     dedupe: Any,
     render: RenderAccepted,
 ) -> Accepted:
     """Accept ``turn`` as a background run (``RunAcceptor``): the record keeps
     ``record_body`` (what the queue trigger's turn factory parses) and the key's
-    fingerprint is of ``request_body`` (what the caller sent); ``render`` shapes the answer."""
+    ``request_fingerprint`` (of what the caller sent); ``render`` shapes the answer."""
     queue = run_queue(settings)
     container = container_for(settings)
     keys = None
@@ -55,7 +59,7 @@ async def submit(
     return await RunAcceptor(RunRecords(container), ThreadOrder(container), queue, keys).accept(
         AcceptRequest(
             body=record_body,
-            fingerprint=fingerprint(request.method, request.url.path, request_body),
+            fingerprint=request_fingerprint,
             thread_id=turn.thread_id,
             checkpoint_id=turn.request.checkpoint_id,
             dedupe=None if dedupe is None else Dedupe(dedupe.key, dedupe.kind),
@@ -89,3 +93,47 @@ def refuse_synchronous_callback(run_request: RunRequest) -> None:
 
 def run_control(settings: Settings) -> RunControl:
     return RunControl(RunRecords(container_for(settings)), on_finished=callbacks_for(settings).schedule)
+
+
+def run_links(run_id: str) -> dict[str, str]:
+    base = f"/api/runs/{run_id}"
+    return {"self": base, "stream": f"{base}/stream", "cancel": f"{base}/cancel"}
+
+
+def queued_renderer(turn: Turn) -> RenderAccepted:
+    """The 202 document of a run queued for ``turn`` (what ``GET /api/runs/{id}`` links to)."""
+    thread_id, checkpoint_id = turn.thread_id, turn.request.checkpoint_id
+
+    def render(run_id: str, created_at: float) -> bytes:
+        return render_json(
+            {
+                "run_id": run_id,
+                "status": rr.QUEUED,
+                "thread_id": thread_id,
+                "checkpoint_id": checkpoint_id,
+                "created_at": rr.rfc3339(created_at),
+                "links": run_links(run_id),
+            }
+        )
+
+    return render
+
+
+async def authorized_run(
+    settings: Settings, run_id: str, caller: Caller, headers: Mapping[str, str], route: str
+) -> Stored[RunRecord]:
+    """The run's record, once the thread authorizer allowed this caller its thread; a run
+    of another origin (``authorization.origin_of``) is 403, as its thread is."""
+    found = await owned_run(run_control(settings), run_id, caller)
+    if found.value.thread_id is not None:
+        await thread_access.gate(headers, settings, route, found.value.thread_id)
+    return found
+
+
+async def status_json(settings: Settings, record: RunRecord) -> dict[str, Any]:
+    """``GET /api/runs/{id}``'s document, with the callback's delivery (if the run has one)."""
+    body = record.status_json()
+    callback = await callbacks.status_view(container_for(settings), record)
+    if callback is not None:
+        body["callback"] = callback
+    return body
