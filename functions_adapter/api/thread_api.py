@@ -22,6 +22,7 @@ from resumable.core.runs import RunService
 from resumable.threads import ownership
 from resumable.threads.admin import MAX_PAGE, ThreadMetadata, history
 from resumable.threads.delete import delete_thread
+from resumable.threads.metadata_update import update_unless_deleted
 from resumable.threads.ownership import Caller
 from resumable.threads.pointers import ThreadHead, expired
 
@@ -140,8 +141,13 @@ async def put_metadata(request: Request, thread_id: str, body: bytes) -> Respons
     except strict_json.StrictJsonError as exc:
         raise InvalidRequest(f"The body must be one JSON object: {exc}") from None
     if_match = _if_match(request.headers.get("if-match"))
-    await owned_head(request, build_service(settings), thread_id)
-    written = await ThreadMetadata(container_for(settings)).put(thread_id, values, if_match=if_match)
+    pointers, container, caller = build_service(settings).pointers, container_for(settings), caller_of(request)
+    head = await ownership.owned_head(pointers, thread_id, caller)
+    read = await ThreadMetadata(container).get(thread_id)
+    # Never brings back a thread deleted meanwhile, nor writes on one another origin claimed.
+    written = await update_unless_deleted(
+        container, pointers, thread_id, values, read=read, head=head, caller=caller, if_match=if_match
+    )
     return json_response({"thread_id": thread_id, "metadata": written.values}, headers={"ETag": str(written.etag)})
 
 

@@ -16,6 +16,11 @@ read the thread before the delete started therefore either:
 
 So an update of a thread that is gone or being deleted is ``ThreadNotFound`` whatever the
 order, and nothing it wrote outlives the delete.
+
+The same second read of the pointer catches a first turn of another origin that claimed
+the thread while this write (on a thread no turn had claimed) was under way: the write is
+removed the same way and the update is ``Forbidden``. A record this update creates keeps
+its writer's origin (``ownership.origin_to_record``).
 """
 
 from __future__ import annotations
@@ -23,8 +28,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..base.cancel_safe import finish_even_if_cancelled
-from ..base.errors import ThreadNotFound
-from .admin import Metadata, ThreadMetadata
+from ..base.errors import Forbidden, ThreadNotFound
+from .metadata_record import Metadata, ThreadMetadata
+from .ownership import Caller, origin_to_record
 from .pointers import ThreadHead, ThreadPointers
 
 if TYPE_CHECKING:  # the storage SDK loads on first use, not at import (cold start)
@@ -39,18 +45,27 @@ async def update_unless_deleted(
     *,
     read: Metadata,
     head: ThreadHead,
+    caller: Caller,
+    if_match: str | None = None,
 ) -> Metadata:
-    """Replace the metadata the caller read (``read``, with the pointer as ``head``) unless
-    the thread is deleted or being deleted (``ThreadNotFound``; nothing of this write stays)."""
+    """Replace the metadata ``caller`` read (``read``, with the pointer as ``head``; both
+    read after the caller's ownership was checked) unless the thread is deleted or being
+    deleted (``ThreadNotFound``) or a turn of another origin claimed it meanwhile
+    (``Forbidden``); nothing of a refused write stays. ``if_match``: an ETag (or ``*``)
+    the read must have, never applied on top of a concurrent write (412)."""
     gone = ThreadNotFound(f"Thread '{thread_id}' does not exist (or was deleted).")
     if head.deleting:
         raise gone
     records = ThreadMetadata(container)
-    written = await records.replace_as_read(thread_id, values, read=read)
+    origin = origin_to_record(head, caller)
+    written = await records.replace_as_read(thread_id, values, read=read, origin=origin, if_match=if_match)
     after = await pointers.read(thread_id)
-    if after.deleting or (head.etag is not None and after.etag is None):
+    deleted = after.deleting or (head.etag is not None and after.etag is None)
+    if deleted or not caller.may_use(after):
         await finish_even_if_cancelled(records.delete(thread_id, etag=written.etag))
-        raise gone
+        if deleted:
+            raise gone
+        raise Forbidden("You may not use this thread.")
     return written
 
 

@@ -37,6 +37,7 @@ from resumable.core.runs import RunRequest, RunService
 from resumable.core.thread_turns import ThreadRunner
 from resumable.storage.failures import create_container_if_missing
 from resumable.threads.admin import history
+from resumable.threads.ownership import Caller
 from resumable.threads.pointers import ThreadLocks, ThreadPointers
 from resumable.threads.transcript import messages_page
 from tests import recording_workflow
@@ -314,11 +315,22 @@ async def test_thread_turns_run_on_the_memory_store(memory_service) -> None:
     assert second["previous_checkpoint_id"] == first["checkpoint_id"]
     assert await memory_service.ledger.committed(first["checkpoint_id"], "memory-thread")
     page, _ = await history(
-        memory_service.pointers, memory_service.store, "memory-thread", limit=10, before=None, with_checkpoints=True
+        memory_service.pointers,
+        memory_service.store,
+        "memory-thread",
+        caller=Caller.MAINTENANCE,
+        limit=10,
+        before=None,
+        with_checkpoints=True,
     )
     assert [entry.info.checkpoint_id for entry in page] == [second["checkpoint_id"], first["checkpoint_id"]]
     messages, more = await messages_page(
-        memory_service.pointers, memory_service.store, "memory-thread", limit=10, newest_first=False
+        memory_service.pointers,
+        memory_service.store,
+        "memory-thread",
+        caller=Caller.MAINTENANCE,
+        limit=10,
+        newest_first=False,
     )
     assert [m.content for m in messages if m.sent] == ["one", "two"]
     assert not more
