@@ -7,11 +7,14 @@ caller, and the first turn of any origin took the thread over."""
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
 from devtools.function_host import FunctionHost
+from resumable.storage import layout
+from resumable.storage.record_store import RecordStore
 from tests.adapter.test_conversation_delete_race import Pair, hold_metadata_write, nothing_left, pair  # noqa: F401
 from tests.adapter.test_ownership_matrix import ALICE, BOB, NOBODY, SECRET, THREAD
 
@@ -78,7 +81,6 @@ async def test_f1_thread_metadata_put_racing_delete_survives_and_is_open_to_all(
 # whoever sends the next first turn on the (caller-chosen, guessable) ID inherits it.
 async def test_f2_an_expired_threads_metadata_is_anyones(app: FunctionHost) -> None:
     from functions_adapter import wiring
-    from resumable.storage import layout
 
     assert (await call(app, "POST", f"/api/threads/{THREAD}/runs", ALICE, {"messages": "hello"}))[0] == 200
     assert (await call(app, "PUT", f"/api/threads/{THREAD}/metadata", ALICE, {"card": SECRET}))[0] == 200
@@ -116,3 +118,42 @@ async def test_f3c_metadata_before_first_turn_is_readable_by_bob(app: FunctionHo
     assert (await call(app, "PUT", "/api/threads/alice-notes/metadata", ALICE, {"card": SECRET}))[0] == 200
     status, text = await call(app, "GET", "/api/threads/alice-notes", BOB)
     assert status == 403 and SECRET not in text, (status, text)  # is 200 with her metadata
+
+
+def hold_pointer_write(monkeypatch: pytest.MonkeyPatch, thread_id: str, meanwhile: Callable[[], Awaitable[None]]):
+    """Run ``meanwhile`` once, just before the first pointer write of ``thread_id``."""
+    write = RecordStore._write
+    held: list[bool] = []
+
+    async def held_write(self: RecordStore[Any], name: str, *args: Any) -> Any:
+        if self.prefix == layout.THREADS and name == thread_id and not held:
+            held.append(True)
+            await meanwhile()
+        return await write(self, name, *args)
+
+    monkeypatch.setattr(RecordStore, "_write", held_write)
+    return held
+
+
+# A first turn reads the thread (no pointer, no metadata: nobody's), runs, and only then
+# writes the pointer. Metadata written in between claims the pointer for its writer, so the
+# turn's swap fails (409) and no turn of another origin ever owns that metadata.
+async def test_a_first_turn_under_way_cannot_take_metadata_written_meanwhile(
+    app: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    thread_id = "fresh-race"
+    written: list[int] = []
+
+    async def alice_writes_metadata() -> None:
+        written.append((await call(app, "PUT", f"/api/threads/{thread_id}/metadata", ALICE, {"card": SECRET}))[0])
+
+    held = hold_pointer_write(monkeypatch, thread_id, alice_writes_metadata)
+    status, text = await call(app, "POST", f"/api/threads/{thread_id}/runs", BOB, {"messages": "hi"})
+    assert held and written == [200]
+    assert status == 409, (status, text)  # the pointer moved under the turn: nothing was committed
+    status, text = await call(app, "GET", f"/api/threads/{thread_id}", BOB)
+    assert status == 403 and SECRET not in text, (status, text)
+    assert (await call(app, "POST", f"/api/threads/{thread_id}/runs", BOB, {"messages": "hi"}))[0] == 403
+    assert (await call(app, "POST", f"/api/threads/{thread_id}/runs", ALICE, {"messages": "hi"}))[0] == 200
+    status, text = await call(app, "GET", f"/api/threads/{thread_id}", ALICE)
+    assert status == 200 and json.loads(text)["metadata"] == {"card": SECRET}, (status, text)
