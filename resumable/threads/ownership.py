@@ -46,7 +46,8 @@ class Caller:
     MAINTENANCE: ClassVar[Caller]
 
     def may_use(self, head: ThreadHead) -> bool:
-        """Whether this caller made the thread (a pointer without an origin: anyone's)."""
+        """Whether the pointer lets this caller in (one without an origin: anyone, as far as
+        the pointer tells; ``owned_head`` then asks an unclaimed thread's metadata)."""
         return self is Caller.MAINTENANCE or head.accepts(self.origin)
 
     def may_use_record(self, origin: str | None) -> bool:
