@@ -11,13 +11,15 @@ from fastapi import Request, Response
 from functions_adapter.authorization import caller_of
 from functions_adapter.http_responses import json_response
 from functions_adapter.params import whole_number
-from functions_adapter.thread_access import gate, owned_head, thread_view
+from functions_adapter.thread_access import gate, thread_view
 from functions_adapter.wiring import build_service, container_for, load_settings
 from resumable.base import strict_json
 from resumable.base.errors import InvalidRequest, PreconditionFailed
 from resumable.core.results import turn_json
+from resumable.threads import ownership
 from resumable.threads.admin import MAX_PAGE, ThreadMetadata, history
 from resumable.threads.delete import delete_thread
+from resumable.threads.metadata_update import update_unless_deleted
 
 logger = logging.getLogger(__name__)
 DEFAULT_PAGE = 20
@@ -75,8 +77,13 @@ async def put_metadata(request: Request, thread_id: str, body: bytes) -> Respons
     except strict_json.StrictJsonError as exc:
         raise InvalidRequest(f"The body must be one JSON object: {exc}") from None
     if_match = _if_match(request.headers.get("if-match"))
-    await owned_head(caller_of(request), build_service(settings), thread_id)
-    written = await ThreadMetadata(container_for(settings)).put(thread_id, values, if_match=if_match)
+    pointers, container, caller = build_service(settings).pointers, container_for(settings), caller_of(request)
+    head = await ownership.owned_head(pointers, thread_id, caller)
+    read = await ThreadMetadata(container).get(thread_id)
+    # Never brings back a thread deleted meanwhile, nor writes on one another origin claimed.
+    written = await update_unless_deleted(
+        container, pointers, thread_id, values, read=read, head=head, caller=caller, if_match=if_match
+    )
     return json_response({"thread_id": thread_id, "metadata": written.values}, headers={"ETag": str(written.etag)})
 
 

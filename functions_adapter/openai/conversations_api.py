@@ -133,7 +133,8 @@ async def _create(request: Request) -> Response:
     values = _metadata(data.get("metadata"))
     conversation_id = new_id(data.get("id_prefix"))
     await thread_access.gate(request.headers, settings, "conversations", conversation_id)
-    written = await ThreadMetadata(container_for(settings)).put(conversation_id, values, if_match=None)
+    origin = caller_of(request).origin  # whose the conversation is until its first turn
+    written = await ThreadMetadata(container_for(settings)).put(conversation_id, values, if_match=None, origin=origin)
     return json_response(conversation(conversation_id, written, None))
 
 
@@ -170,7 +171,7 @@ async def _update(request: Request, conversation_id: str) -> Response:
     pointers = build_service(settings).pointers
     try:
         written = await update_unless_deleted(
-            container_for(settings), pointers, conversation_id, values, read=read, head=head
+            container_for(settings), pointers, conversation_id, values, read=read, head=head, caller=caller_of(request)
         )
     except ThreadNotFound:  # deleted, or being deleted, since it was read
         raise ConversationNotFound(f"No conversation has the ID '{conversation_id}'.") from None

@@ -32,6 +32,7 @@ from ..base.errors import (
     ThreadUnreadable,
 )
 from ..storage.record_store import CLOCK_RESOLUTION
+from ..threads.ownership import refuse_unless_metadata_origin
 from ..threads.pointers import ThreadHead, ThreadHeld, ThreadLocks, expired
 from .runs import CommitHook, Event, RunRequest, RunService
 
@@ -144,6 +145,8 @@ class ThreadRunner:
         head = await self.service.pointers.read(self.thread_id)
         if not head.accepts(request.origin):
             raise Forbidden("This thread belongs to another origin; nothing was run.")
+        if head.unclaimed:  # a first turn: the metadata's creator, if any, owns the thread
+            await refuse_unless_metadata_origin(self.service.pointers, self.thread_id, request.origin)
         if head.deleting:
             raise ThreadBusy("This thread is being deleted; nothing was run.")
         start = head.checkpoint_id

@@ -1,6 +1,11 @@
 """Whose a thread's data is: checked where it is read, against the caller who asks.
 
-A thread records the origin of its first turn (``pointer_record.Pointer.origin``). Every
+A thread records the origin of its first turn (``pointer_record.Pointer.origin``); its
+metadata records the origin of the caller that created it (``metadata_record``). The
+pointer decides when a turn has claimed the thread; until then (no pointer yet, or none
+any more once retention removed an idle thread's pointer) the metadata's origin does, and
+a first turn of another origin is refused too (``thread_turns``). Only a thread with
+neither (no record, or records from before origins were kept) is anyone's. Every
 read of a thread's data through this library (its pointer, a checkpoint of its lineage by
 ID, its history, its transcript, the records of its runs and stored responses) takes a
 ``Caller`` and refuses another origin with ``Forbidden`` before anything is returned or
@@ -23,6 +28,7 @@ from typing import ClassVar
 from ..base.errors import CheckpointNotFound, Forbidden
 from ..checkpoints.info import CheckpointInfo
 from ..checkpoints.store import CheckpointStore
+from .metadata_record import ThreadMetadata
 from .pointers import ThreadHead, ThreadPointers
 
 logger = logging.getLogger(__name__)
@@ -40,7 +46,8 @@ class Caller:
     MAINTENANCE: ClassVar[Caller]
 
     def may_use(self, head: ThreadHead) -> bool:
-        """Whether this caller made the thread (a pointer without an origin: anyone's)."""
+        """Whether the pointer lets this caller in (one without an origin: anyone, as far as
+        the pointer tells; ``owned_head`` then asks an unclaimed thread's metadata)."""
         return self is Caller.MAINTENANCE or head.accepts(self.origin)
 
     def may_use_record(self, origin: str | None) -> bool:
@@ -67,8 +74,29 @@ def refuse_unless_run_owner(origin: str | None, caller: Caller) -> None:
 
 
 async def owned_head(pointers: ThreadPointers, thread_id: str, caller: Caller) -> ThreadHead:
-    """The thread's pointer, if ``caller`` made the thread (else ``Forbidden``)."""
-    return refuse_unless_owner(await pointers.read(thread_id), caller)
+    """The thread's pointer, if ``caller`` made the thread (else ``Forbidden``). A thread no
+    turn has claimed is its metadata's creator's: one more read, for such a thread only."""
+    head = refuse_unless_owner(await pointers.read(thread_id), caller)
+    if head.unclaimed and caller is not Caller.MAINTENANCE:
+        await refuse_unless_metadata_origin(pointers, thread_id, caller.origin)
+    return head
+
+
+async def refuse_unless_metadata_origin(pointers: ThreadPointers, thread_id: str, origin: str | None) -> None:
+    """``Forbidden`` if the thread's metadata was created by another origin than ``origin``
+    (a thread no turn has claimed; no metadata, or metadata from before origins: anyone's)."""
+    recorded = (await ThreadMetadata(pointers.container).get(thread_id)).origin
+    if recorded is not None and recorded != origin:
+        logger.info("Refused a caller of another origin on unclaimed thread %s", thread_id)
+        raise Forbidden("You may not use this thread.")
+
+
+def origin_to_record(head: ThreadHead, caller: Caller) -> str | None:
+    """The origin a metadata record created now keeps: the thread's, once a turn claimed it
+    (None for a legacy thread, anyone's), else the caller's (none for maintenance)."""
+    if not head.unclaimed:
+        return head.origin
+    return None if caller is Caller.MAINTENANCE else caller.origin
 
 
 async def checkpoint_info(

@@ -71,8 +71,17 @@ class ThreadHead:
 
     def accepts(self, origin: str | None) -> bool:
         """A thread with an origin takes turns of that origin only; one without (no pointer,
-        or a legacy pointer written before origins were recorded) takes any."""
+        or a legacy pointer written before origins were recorded) takes any, as far as the
+        pointer can tell: an unclaimed one's metadata may still name its owner
+        (``ownership``)."""
         return self.origin is None or self.origin == origin
+
+    @property
+    def unclaimed(self) -> bool:
+        """No turn has claimed the thread: no pointer, or one with no origin and no turns (an
+        empty fence, a deletion mark of a thread that had none). Its metadata's origin, if
+        any, is then whose the thread is."""
+        return self.origin is None and not self.turns
 
     @property
     def pointer(self) -> Pointer:
@@ -120,6 +129,9 @@ class ThreadPointers:
         # compare-and-swap without reading first (``thread_turns``); None: always read.
         self._heads = heads
         self._scope = container.url
+        # Where the thread's other records live: its metadata names the owner of a thread
+        # no turn has claimed yet (``ownership``).
+        self.container = container
 
     def cached(self, thread_id: str) -> ThreadHead | None:
         """The pointer as this process last read or wrote it, if recent; it may be stale."""
