@@ -21,10 +21,23 @@ from resumable.core.runs import RunRequest
 
 _ROLES = ("user", "system")
 _MULTITASK = ("reject", "enqueue")
-_RUN_FIELDS = frozenset({"checkpoint_id", "messages", "responses", "stream", "background", "callback_url", "workflow"})
+_DURABILITY = ("turn", "superstep")
+_RUN_FIELDS = frozenset(
+    {"checkpoint_id", "messages", "responses", "stream", "background", "callback_url", "workflow", "durability"}
+)
 # A thread run resumes from the thread's head, so it names no checkpoint.
 _THREAD_FIELDS = frozenset(
-    {"messages", "responses", "stream", "multitask", "background", "callback_url", "from_checkpoint_id", "workflow"}
+    {
+        "messages",
+        "responses",
+        "stream",
+        "multitask",
+        "background",
+        "callback_url",
+        "from_checkpoint_id",
+        "workflow",
+        "durability",
+    }
 )
 
 
@@ -62,6 +75,10 @@ def parse_run_request(
         raise InvalidRequest("'callback_url' must be a non-empty URL string (leave it out for no callback).")
     workflow = _workflow(data.get("workflow"))
     multitask = one_of(data.get("multitask"), "multitask", _MULTITASK, default="reject")
+    # Background turns only (a synchronous turn has nothing to resume); absent: the workflow's own.
+    durability = None
+    if data.get("durability") is not None:
+        durability = one_of(data["durability"], "durability", _DURABILITY)
     if messages is not None and responses is not None:
         raise InvalidRequest("Send either 'messages' or 'responses', not both.")
 
@@ -79,6 +96,7 @@ def parse_run_request(
         callback_url=callback_url,
         fork_from=fork_from,
         workflow=workflow,
+        durability=durability,
     )
 
 

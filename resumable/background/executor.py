@@ -41,6 +41,7 @@ from .drain import RecordNotReady, ThreadDrain
 from .events import EventWriter
 from .lease import LEASE_SECONDS, Ending, LeaseState, RunLease
 from .order import ThreadOrder
+from .progress import RunProgress, delete_progress
 from .records import RunRecords, lease_left, lease_live
 from .schema import CANCELLED, CANCELLED_ERROR, FAILED, RUNNING, SUCCEEDED, Lease, RunError, RunRecord
 
@@ -92,7 +93,11 @@ class BackgroundRuns:
         requeue: Requeue,
         *,
         on_finished: Finished | None = None,
+        budget_seconds: float | None = None,
     ) -> None:
+        """``budget_seconds``: how long one invocation runs a ``superstep`` turn before it
+        hands the run on at a superstep boundary (None: never)."""
+        self._budget_seconds = budget_seconds
         self._on_finished = on_finished
         self._container = container
         self.records = RunRecords(container)
@@ -184,6 +189,10 @@ class BackgroundRuns:
             if lease.ending is Ending.RETRY:
                 stored, held = lease.stored, token
                 continue
+            if lease.ending is Ending.HANDED_ON:
+                # A new message, so the next invocation (any instance) goes on from the progress.
+                await self._requeue(lease.record.run_id, 0)
+                return lease.stored
             if lease.ending is Ending.LEFT:
                 # No outcome was written: hand the message back; the next delivery judges
                 # the record (at once when the lease was released).
@@ -205,12 +214,12 @@ class BackgroundRuns:
             earlier = await self._check.committed(record)
             if earlier is not None:
                 return record.finished(SUCCEEDED, result=earlier)
-            ending = record.cancel_requested or record.attempts >= MAX_ATTEMPTS
+            ending = record.cancel_requested or record.attempts - record.handoffs >= MAX_ATTEMPTS
             if ending and may_still_land(current) > 0:
                 return None  # ending it as not committed must wait until no commit can land
             if record.cancel_requested:
                 return record.finished(CANCELLED, error=CANCELLED_ERROR)
-            if record.attempts >= MAX_ATTEMPTS:
+            if record.attempts - record.handoffs >= MAX_ATTEMPTS:
                 return record.finished(FAILED, error=_ATTEMPTS_EXHAUSTED)
             return replace(
                 record,
@@ -229,11 +238,15 @@ class BackgroundRuns:
         record = stored.value
         writer = EventWriter(self._container, record.run_id, record.attempts, thread_id=record.thread_id)
         lease = RunLease(self.records, self._check, stored, token, events=writer)
+        progress = RunProgress(
+            self._container, self._service.store.mac, record, writer, budget_seconds=self._budget_seconds
+        )
+        lease.progress_saved = lambda: progress.saved
         with _run_span(record) as span:
             try:
                 async with asyncio.TaskGroup() as tasks:
                     tasks.create_task(writer.flush_periodically(), name="event log flusher")
-                    tasks.create_task(self._drive(record, lease, writer, tasks), name="background run")
+                    tasks.create_task(self._drive(record, lease, writer, tasks, progress), name="background run")
             except* Exception as failures:  # below the boundary; the run still settles
                 logger.error("A background attempt failed", exc_info=failures)
             if lease.state is not LeaseState.SETTLED:
@@ -241,12 +254,25 @@ class BackgroundRuns:
             span.set_attribute("run.status", lease.record.status)
             if lease.record.status == FAILED and lease.record.error is not None:
                 span.set_status(Status(StatusCode.ERROR, lease.record.error.code))
+            if progress.resumed_from is not None:
+                span.set_attribute("run.resumed_from_superstep", progress.resumed_from)
+        if lease.record.terminal and (progress.saved or progress.resumed_from is not None):
+            await self._remove_progress(lease.record.run_id)
         return lease
 
-    async def _drive(self, record: RunRecord, lease: RunLease, writer: EventWriter, tasks: TaskOwner) -> None:
+    async def _remove_progress(self, run_id: str) -> None:
+        """A finished run's progress checkpoints go (best effort: housekeeping sweeps what stays)."""
+        try:
+            await delete_progress(self._container, run_id)
+        except ResumeError:
+            logger.warning("Could not remove a finished run's progress checkpoints; housekeeping will")
+
+    async def _drive(
+        self, record: RunRecord, lease: RunLease, writer: EventWriter, tasks: TaskOwner, progress: RunProgress
+    ) -> None:
         try:
             turn = self._parse(record)
-            request, runner = turn.request, turn.runner
+            request, runner = replace(turn.request, progress=progress), turn.runner
         except Exception as exc:
             await lease.failed(library_error(exc))
             return

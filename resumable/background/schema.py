@@ -5,6 +5,9 @@
 * ``commits``: per attempt, the checkpoint it was about to commit and the exact response
   bytes, written under its lease before the commit itself (see ``commit_check``).
 * ``tail``: the last attempt's events that its event log did not get (``run_events``).
+* ``handoffs``: attempts that stopped near the invocation's time budget and handed the run on
+  (``superstep`` durability): they do not count against ``MAX_ATTEMPTS``. ``progress_from``:
+  the newest attempt known to have saved a progress checkpoint (``run_progress``).
 
 Version 1 records (before the types) read as version 2; only ``RunRecords`` writes them.
 """
@@ -58,6 +61,12 @@ def _number(value: object, *, optional: bool = False) -> Any:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError("number")
     return float(value)
+
+
+def _count(value: object) -> int:
+    if type(value) is not int or value < 0:
+        raise TypeError("count")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +159,8 @@ class RunRecord:
     # The accepted request's origin (``RunRequest.origin``): the run's turn carries it, so a
     # thread refuses a run of another origin as it refuses a synchronous turn.
     origin: str | None = None
+    handoffs: int = 0
+    progress_from: int = 0
 
     @property
     def terminal(self) -> bool:
@@ -209,6 +220,8 @@ class RunRecord:
             "tail": [event.to_json() for event in self.tail],
             **({"replayed": True} if self.replayed else {}),
             "origin": self.origin,
+            **({"handoffs": self.handoffs} if self.handoffs else {}),
+            **({"progress_from": self.progress_from} if self.progress_from else {}),
         }
 
     @classmethod
@@ -248,4 +261,6 @@ class RunRecord:
             tail=tuple(LoggedEvent.from_json(item) for item in tail),
             replayed=data.get("replayed") is True,
             origin=_text(data.get("origin"), optional=True),
+            handoffs=_count(data.get("handoffs", 0)),
+            progress_from=_count(data.get("progress_from", 0)),
         )

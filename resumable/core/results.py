@@ -7,6 +7,7 @@ final ``done`` payload is exactly the JSON body a non-streaming call returns.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from agent_framework import AgentResponse, AgentResponseUpdate, Message, WorkflowCheckpoint, WorkflowEvent
@@ -88,6 +89,20 @@ class ResultCollector:
         if event.type == "request_info":
             return "request_info", request_json(event)
         return None
+
+    def snapshot(self) -> dict[str, Any]:
+        """What was collected so far, JSON-native (a progress checkpoint carries it)."""
+        return {
+            "messages": list(self.messages),
+            "outputs": list(self.outputs),
+            "deltas": {k: list(v) for k, v in self._deltas.items()},
+        }
+
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        """Go on from a ``snapshot`` (a run continued from its progress checkpoint)."""
+        self.messages = [dict(m) for m in snapshot.get("messages", [])]
+        self.outputs = list(snapshot.get("outputs", []))
+        self._deltas = {str(k): [str(t) for t in v] for k, v in dict(snapshot.get("deltas", {})).items()}
 
     def body(self, saved: WorkflowCheckpoint) -> dict[str, Any]:
         """The final response body, described from the checkpoint that was saved."""

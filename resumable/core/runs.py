@@ -25,7 +25,7 @@ from ..threads.transcript import TRANSCRIPT, transcript
 from .catalog import WorkflowCatalog, WorkflowRef, migrate
 from .commit_ledger import CommitLedger
 from .results import ResultCollector, message_json
-from .resume import PreparedRun, TurnInput, prepare_run, unseen_input
+from .resume import PreparedRun, Progress, TurnInput, continue_run, prepare_run, unseen_input
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +59,11 @@ class RunRequest:
     # The workflow (and version) the request names; None: a new run starts on the catalog's
     # default, a resume stays on its checkpoint's (``catalog.WorkflowCatalog.choose``).
     workflow: WorkflowRef | None = None
+    # A background turn's durability as asked (``turn``/``superstep``); None: the workflow's default.
+    durability: str | None = None
+    # A background attempt's progress checkpoints (``background.progress``): used when the
+    # turn runs with ``superstep`` durability, to save after each superstep and to continue.
+    progress: Progress | None = None
 
 
 def _sent(message: Message) -> dict[str, str]:
@@ -156,7 +161,15 @@ class RunService:
             _, current = self.catalog.of_metadata(checkpoint.metadata)
             checkpoint = migrate(checkpoint, path, workflow, from_version=current)
         turn = request.turn if request.resent is None else unseen_input(request.turn, request.resent, checkpoint)
-        run = await prepare_run(workflow, checkpoint, turn, stream=request.stream)
+        progress = request.progress if (request.durability or version.durability) == "superstep" else None
+        base = checkpoint.checkpoint_id if checkpoint is not None else None
+        continuation = await progress.load(version.codec, base) if progress is not None else None
+        if continuation is not None:
+            run = await continue_run(workflow, checkpoint, turn, continuation, stream=request.stream)
+        else:
+            run = await prepare_run(workflow, checkpoint, turn, stream=request.stream)
+        if progress is not None:
+            run.save_progress(progress, version.codec)
         run.stamp = version.stamp
         return run
 
@@ -214,7 +227,7 @@ class RunService:
     ) -> bytes:
         """Run the call to completion; return the exact response bytes."""
         run = await self._prepare(request, head)
-        collector = ResultCollector()
+        collector = run.collector
         async with aclosing(run.events()) as events:
             async for event in events:
                 collector.add(event)
@@ -263,7 +276,7 @@ class RunService:
         scope: RequestScope,
         request: RunRequest,
     ) -> AsyncIterator[Event]:
-        collector = ResultCollector()
+        collector = run.collector
         try:
             async with aclosing(events):  # type: ignore[type-var]
                 collector.add(first)

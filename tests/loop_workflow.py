@@ -1,0 +1,71 @@
+"""A test workflow of many supersteps: ``loop N`` runs one start superstep, then N steps of one
+executor that sends to itself, each yielding an output. Every step is recorded in ``CALLS``, so
+a test can count what ran twice after a crash; ``ON_STEP`` hooks run inside a step (to stop or
+kill the run there), ``STEP_SECONDS`` makes each step take that long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from agent_framework import Executor, Message, Workflow, WorkflowBuilder, WorkflowContext, handler
+
+from workflows import WorkflowSpec
+
+CALLS: list[int] = []
+ON_STEP: list[Callable[[int], Awaitable[None]]] = []
+STEP_SECONDS = [float(os.environ.get("LOOP_STEP_SECONDS", "0"))]
+NAME = "loop"
+
+
+class Start(Executor):
+    def __init__(self) -> None:
+        super().__init__(id="start")
+
+    @handler
+    async def on_messages(self, messages: list[Message], ctx: WorkflowContext[list[int]]) -> None:
+        words = " ".join(m.text for m in messages).split()
+        total = int(words[1]) if len(words) > 1 and words[1].isdigit() else 3
+        await ctx.send_message([1, total])
+
+
+class Step(Executor):
+    def __init__(self) -> None:
+        super().__init__(id="step")
+        self.done = 0
+
+    @handler
+    async def on_step(self, position: list[int], ctx: WorkflowContext[list[int], str]) -> None:
+        step, total = position
+        CALLS.append(step)
+        for hook in ON_STEP:
+            await hook(step)
+        if STEP_SECONDS[0]:
+            await asyncio.sleep(STEP_SECONDS[0])
+        self.done += 1
+        await ctx.yield_output(f"step {step} of {total} (done {self.done})")
+        if step < total:
+            await ctx.send_message([step + 1, total])
+
+    async def on_checkpoint_save(self) -> dict[str, Any]:
+        return {"done": self.done}
+
+    async def on_checkpoint_restore(self, state: dict[str, Any]) -> None:
+        self.done = int(state["done"])
+
+
+def build() -> Workflow:
+    start, step = Start(), Step()
+    return (
+        WorkflowBuilder(name=NAME, start_executor=start, max_iterations=500)
+        .add_edge(start, step)
+        .add_edge(step, step)
+        .build()
+    )
+
+
+SPEC = WorkflowSpec(build=build)
+SUPERSTEP_SPEC = WorkflowSpec(build=build, durability="superstep")
