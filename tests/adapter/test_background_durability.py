@@ -23,7 +23,7 @@ from devtools.queue_runner import QueueRunner
 from functions_adapter import wiring
 from functions_adapter import wiring as composition
 from resumable.background.records import RunRecords
-from tests import loop_workflow
+from bench import loop_workflow
 from tests.adapter.test_background_runs import _deliver, _take_message
 
 ASYNC = {"Prefer": "respond-async"}
@@ -32,8 +32,8 @@ STEPS = 20
 
 @pytest.fixture
 def loop(host: FunctionHost, queue_env: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FunctionHost]:
-    monkeypatch.setitem(workflows.REGISTRY, "loop", "tests.loop_workflow:SPEC")
-    monkeypatch.setitem(workflows.REGISTRY, "loop-durable", "tests.loop_workflow:SUPERSTEP_SPEC")
+    monkeypatch.setitem(workflows.REGISTRY, "loop", "bench.loop_workflow:SPEC")
+    monkeypatch.setitem(workflows.REGISTRY, "loop-durable", "bench.loop_workflow:SUPERSTEP_SPEC")
     monkeypatch.setenv("WORKFLOW", "loop")
     loop_workflow.CALLS.clear()
     loop_workflow.ON_STEP.clear()

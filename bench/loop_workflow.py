@@ -1,13 +1,18 @@
-"""A test workflow of many supersteps: ``loop N`` runs one start superstep, then N steps of one
-executor that sends to itself, each yielding an output. Every step is recorded in ``CALLS``, so
-a test can count what ran twice after a crash; ``ON_STEP`` hooks run inside a step (to stop or
-kill the run there), ``STEP_SECONDS`` makes each step take that long.
+"""A workflow of many supersteps for the durability tests and drills: ``loop N`` runs one start
+superstep, then N steps of one executor that sends to itself, each yielding an output. Every
+step is recorded in ``CALLS``, so a test can count what ran twice after a crash; ``ON_STEP``
+hooks run inside a step (to stop the run there), ``STEP_SECONDS`` makes each step take that long.
+
+For a drill in another process (``bench/crash_drill.py``): ``LOOP_CALLS_FILE`` appends each
+step's number to a file (so the count survives the process), and ``LOOP_KILL_AT=k`` kills
+the process with SIGKILL inside step k.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -41,6 +46,7 @@ class Step(Executor):
     async def on_step(self, position: list[int], ctx: WorkflowContext[list[int], str]) -> None:
         step, total = position
         CALLS.append(step)
+        _record_in_file(step)
         for hook in ON_STEP:
             await hook(step)
         if STEP_SECONDS[0]:
@@ -55,6 +61,15 @@ class Step(Executor):
 
     async def on_checkpoint_restore(self, state: dict[str, Any]) -> None:
         self.done = int(state["done"])
+
+
+def _record_in_file(step: int) -> None:
+    path = os.environ.get("LOOP_CALLS_FILE")
+    if path:
+        with open(path, "a", encoding="utf-8") as calls:
+            calls.write(f"{step}\n")
+    if os.environ.get("LOOP_KILL_AT") == str(step):
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def build() -> Workflow:

@@ -1,0 +1,219 @@
+"""The crash drill (issue 41): a 20-superstep background turn with ``superstep`` durability,
+its process killed by SIGKILL mid-run, then delivered again to another process.
+
+Each round accepts a thread turn (``loop 20``) through the app, then runs the delivery in a
+worker process (``python -m bench.crash_drill worker <run_id>``: what a Functions instance
+does with the run's queue message). The worker is killed, either by itself inside a chosen
+step (``LOOP_KILL_AT``) or from outside after a random delay (which can land anywhere: inside
+a step, during a progress write, during the final commit). Then the dead worker's lease is
+made to lapse (what 60 s would do) and a second worker process takes the run over. Judged
+from storage: the turn committed once (one checkpoint in the thread), its result equals an
+uninterrupted run's, and the steps that ran twice (counted in a file both workers append to)
+are at most one.
+
+``python -m bench.crash_drill [--rounds N]`` runs the long drill against a fresh Azurite;
+``tests/e2e/test_crash_drill.py`` runs a short one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+STEPS = 20
+WORKFLOW_ENTRY = "bench.loop_workflow:SPEC"
+
+
+def _register() -> None:
+    import workflows
+
+    workflows.REGISTRY["loop"] = WORKFLOW_ENTRY
+
+
+def worker(run_id: str) -> None:
+    """One delivery of ``run_id``'s message, in this process."""
+    _register()
+    from functions_adapter.queue_triggers import background_runs
+    from functions_adapter.wiring import load_settings
+
+    async def handle() -> None:
+        await background_runs(load_settings()).handle(run_id)
+
+    asyncio.run(handle())
+
+
+@dataclass
+class Round:
+    """One round's outcome, judged from storage and the step counts."""
+
+    kill_at: int | None  # the step the worker killed itself in (None: killed from outside)
+    killed: bool  # the first worker died of SIGKILL (not finished before the kill)
+    status: str
+    commits: int  # checkpoints in the thread's lineage
+    same_result: bool
+    redone: int  # step executions beyond one per step
+    steps_before_kill: int
+    progress_left: int
+    seconds: float
+
+    def ok(self) -> bool:
+        return self.status == "succeeded" and self.commits == 1 and self.same_result and self.redone <= 1
+
+
+def _spawn(run_id: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "bench.crash_drill", "worker", run_id],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+async def crash_round(
+    host: Any,
+    env: dict[str, str],
+    workdir: Path,
+    *,
+    kill_at: int | None = None,
+    kill_after: float | None = None,
+    expected: dict[str, Any] | None = None,
+) -> Round:
+    """Accept one turn, kill its first worker (at step ``kill_at``, or ``kill_after`` seconds
+    in), hand it to a second worker, and judge it."""
+    from functions_adapter import wiring
+    from resumable.background.records import Lease, RunRecords
+
+    thread = f"drill-{uuid.uuid4().hex[:8]}"
+    calls = workdir / f"{thread}.calls"
+    started = time.monotonic()
+    response = await host.request(
+        "POST",
+        f"/api/threads/{thread}/runs",
+        json_body={"messages": f"loop {STEPS}", "durability": "superstep"},
+        headers={"Prefer": "respond-async"},
+    )
+    run_id = (await response.json())["run_id"]
+    first_env = {**env, "LOOP_CALLS_FILE": str(calls)}
+    if kill_at is not None:
+        first_env["LOOP_KILL_AT"] = str(kill_at)
+    first = _spawn(run_id, first_env)
+    if kill_after is not None:
+        await asyncio.sleep(kill_after)
+        first.send_signal(signal.SIGKILL)
+    await asyncio.to_thread(first.wait, 60)
+    killed = first.returncode == -signal.SIGKILL
+    before = _steps(calls)
+    records = RunRecords(wiring.container_for(wiring.load_settings()))
+    stored = await records.get(run_id)
+    if stored is not None and not stored.value.terminal and stored.value.lease is not None:
+        # What time does to a dead holder: its lease lapses (60 s), so another delivery may take it.
+        await records.update(run_id, lambda r: dataclasses.replace(r, lease=Lease(r.lease.token, 0)))
+    second = _spawn(run_id, {**env, "LOOP_CALLS_FILE": str(calls)})
+    await asyncio.to_thread(second.wait, 120)
+    if second.returncode != 0:
+        raise RuntimeError((second.stderr.read() if second.stderr else b"").decode()[-2000:])
+    status = await (await host.request("GET", f"/api/runs/{run_id}")).json()
+    history = await (await host.request("GET", f"/api/threads/{thread}/history")).json()
+    container = wiring.container_for(wiring.load_settings())
+    left = [b.name async for b in container.list_blobs(name_starts_with=f"runs/{run_id}/progress-")]
+    counts = Counter(_steps(calls))
+    result = status.get("result") or {}
+    same = _comparable(result) == _comparable(expected or expected_result())
+    return Round(
+        kill_at=kill_at,
+        killed=killed,
+        status=status["status"],
+        commits=len(history.get("checkpoints", [])),
+        same_result=same and counts.keys() == set(range(1, STEPS + 1)),
+        redone=sum(counts.values()) - len(counts),
+        steps_before_kill=len(before),
+        progress_left=len(left),
+        seconds=time.monotonic() - started,
+    )
+
+
+def _steps(calls: Path) -> list[int]:
+    return [int(line) for line in calls.read_text().split()] if calls.exists() else []
+
+
+def _comparable(result: dict[str, Any]) -> dict[str, Any]:
+    return {k: result.get(k) for k in ("status", "messages", "outputs", "pending_requests")}
+
+
+def expected_result() -> dict[str, Any]:
+    """What an uninterrupted ``loop 20`` answers (its outputs are deterministic)."""
+    outputs = [f"step {n} of {STEPS} (done {n})" for n in range(1, STEPS + 1)]
+    return {"status": "idle", "messages": [], "outputs": outputs, "pending_requests": []}
+
+
+async def _long_drill(rounds: int, seed: int) -> list[Round]:
+    from devtools.azurite import start_azurite
+    from devtools.function_host import FunctionHost
+
+    azurite = start_azurite()
+    try:
+        env = {
+            **os.environ,
+            "CHECKPOINT_STORAGE": azurite.connection_string,
+            "CHECKPOINT_CONTAINER": f"drill{uuid.uuid4().hex[:12]}",
+            "AzureWebJobsStorage": azurite.connection_string,
+            "RUNS_QUEUE": f"drill-{uuid.uuid4().hex[:8]}",
+            "WORKFLOW": "loop",
+            "LOOP_STEP_SECONDS": "0.05",
+        }
+        os.environ.update(env)
+        _register()
+        import function_app
+
+        host = FunctionHost(function_app.app)
+        chosen = random.Random(seed)
+        results = []
+        with tempfile.TemporaryDirectory() as tmp:
+            for index in range(rounds):
+                if index % 2 == 0:  # a chosen step, inside it
+                    outcome = await crash_round(host, env, Path(tmp), kill_at=chosen.randint(1, STEPS))
+                else:  # from outside, at any moment of the run (start-up included)
+                    delay = chosen.uniform(1.0, 3.5)
+                    outcome = await crash_round(host, env, Path(tmp), kill_after=delay)
+                results.append(outcome)
+                print(json.dumps(dataclasses.asdict(outcome)), flush=True)
+        return results
+    finally:
+        azurite.stop()
+
+
+def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "worker":
+        worker(sys.argv[2])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=41)
+    args = parser.parse_args()
+    results = asyncio.run(_long_drill(args.rounds, args.seed))
+    killed = [r for r in results if r.killed]
+    print(
+        f"{len(results)} rounds, {len(killed)} killed mid-run: "
+        f"{sum(r.ok() for r in results)} committed once with the uninterrupted result; "
+        f"steps redone per round: max {max(r.redone for r in results)}, "
+        f"distribution {dict(Counter(r.redone for r in results))}; "
+        f"progress blobs left: {sum(r.progress_left for r in results)}"
+    )
+
+
+if __name__ == "__main__":
+    main()

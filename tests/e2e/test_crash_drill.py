@@ -1,0 +1,43 @@
+"""The crash drill, short (issue 41): a 20-superstep ``superstep`` background turn whose worker
+process is killed by SIGKILL, then taken over by another process. The turn commits once, its
+result equals an uninterrupted run's, and at most one step runs twice. The long drill, with
+random kill points from outside too, is ``python -m bench.crash_drill``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import workflows
+from bench import crash_drill
+from devtools.function_host import FunctionHost
+from functions_adapter import wiring
+
+pytestmark = [pytest.mark.e2e]
+
+
+@pytest.fixture
+def drill_host(host: FunctionHost, queue_env: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FunctionHost]:
+    monkeypatch.setitem(workflows.REGISTRY, "loop", crash_drill.WORKFLOW_ENTRY)
+    monkeypatch.setenv("WORKFLOW", "loop")
+    wiring.workflow_spec.cache_clear()
+    yield host
+    wiring.workflow_spec.cache_clear()
+
+
+@pytest.mark.parametrize("kill_at", [1, 7, 20])
+async def test_a_worker_killed_inside_a_step_is_taken_over_and_commits_once(
+    drill_host: FunctionHost, tmp_path: Path, kill_at: int
+) -> None:
+    outcome = await crash_drill.crash_round(drill_host, dict(os.environ), tmp_path, kill_at=kill_at)
+    assert outcome.killed  # a real process, really killed
+    assert outcome.steps_before_kill == kill_at
+    assert outcome.status == "succeeded"
+    assert outcome.commits == 1
+    assert outcome.same_result
+    assert outcome.redone == 1  # the step it died in, and nothing before it
+    assert outcome.progress_left == 0
