@@ -1,5 +1,6 @@
 """A workflow of many supersteps for the durability tests and drills: ``loop N`` runs one start
-superstep, then N steps of one executor that sends to itself, each yielding an output. Every
+superstep, then N steps of one executor that sends to itself, each yielding an output
+(``loop N ask``: the last step asks for an answer instead, a human-in-the-loop pause). Every
 step is recorded in ``CALLS``, so a test can count what ran twice after a crash; ``ON_STEP``
 hooks run inside a step (to stop the run there), ``STEP_SECONDS`` makes each step take that long.
 
@@ -16,7 +17,7 @@ import signal
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agent_framework import Executor, Message, Workflow, WorkflowBuilder, WorkflowContext, handler
+from agent_framework import Executor, Message, Workflow, WorkflowBuilder, WorkflowContext, handler, response_handler
 
 from workflows import WorkflowSpec
 
@@ -34,7 +35,7 @@ class Start(Executor):
     async def on_messages(self, messages: list[Message], ctx: WorkflowContext[list[int]]) -> None:
         words = " ".join(m.text for m in messages).split()
         total = int(words[1]) if len(words) > 1 and words[1].isdigit() else 3
-        await ctx.send_message([1, total])
+        await ctx.send_message([1, total, int("ask" in words[2:])])
 
 
 class Step(Executor):
@@ -44,7 +45,7 @@ class Step(Executor):
 
     @handler
     async def on_step(self, position: list[int], ctx: WorkflowContext[list[int], str]) -> None:
-        step, total = position
+        step, total, ask = position
         CALLS.append(step)
         _record_in_file(step)
         for hook in ON_STEP:
@@ -52,9 +53,16 @@ class Step(Executor):
         if STEP_SECONDS[0]:
             await asyncio.sleep(STEP_SECONDS[0])
         self.done += 1
+        if step == total and ask:
+            await ctx.request_info(f"approve {total} steps?", str)
+            return
         await ctx.yield_output(f"step {step} of {total} (done {self.done})")
         if step < total:
-            await ctx.send_message([step + 1, total])
+            await ctx.send_message([step + 1, total, ask])
+
+    @response_handler
+    async def on_answer(self, question: str, answer: str, ctx: WorkflowContext[list[int], str]) -> None:
+        await ctx.yield_output(f"{question} {answer}")
 
     async def on_checkpoint_save(self) -> dict[str, Any]:
         return {"done": self.done}

@@ -17,13 +17,14 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 
 import workflows
+from bench import loop_workflow
 from devtools.azurite import Azurite
 from devtools.function_host import FunctionHost
 from devtools.queue_runner import QueueRunner
 from functions_adapter import wiring
 from functions_adapter import wiring as composition
+from resumable.background.drain import RecordNotReady
 from resumable.background.records import RunRecords
-from bench import loop_workflow
 from tests.adapter.test_background_runs import _deliver, _take_message
 
 ASYNC = {"Prefer": "respond-async"}
@@ -207,3 +208,47 @@ async def test_a_run_longer_than_its_budget_is_handed_on_and_commits_once(
     ids = [event_id for event_id, _, _ in events]
     assert len(ids) == len(set(ids))
     assert [n for n in await _names(f"runs/{run_id}/") if "/progress-" in n] == []
+
+
+async def test_a_turn_that_pauses_on_a_request_commits_as_usual_and_keeps_no_progress(loop: FunctionHost) -> None:
+    runner = QueueRunner(loop)
+    path = "/api/threads/asking/runs"
+    run_id = await _accept(loop, path, messages="loop 6 ask", durability="superstep")
+    await runner.run_until_idle()
+    result = (await _status(loop, run_id))["result"]
+    assert result["status"] == "pending_requests" and len(result["pending_requests"]) == 1
+    assert len(result["outputs"]) == 5
+    assert [n for n in await _names(f"runs/{run_id}/") if "/progress-" in n] == []
+    request_id = result["pending_requests"][0]["request_id"]
+    answer = await _accept(loop, path, responses={request_id: "yes"}, durability="superstep")
+    await runner.run_until_idle()
+    answered = (await _status(loop, answer))["result"]
+    assert answered["status"] == "idle" and answered["outputs"] == ["approve 6 steps? yes"]
+    history = await (await loop.request("GET", "/api/threads/asking/history")).json()
+    assert len(history["checkpoints"]) == 2
+    assert [n for n in await _names("runs/") if "/progress-" in n] == []
+
+
+async def test_a_thread_delete_mid_run_removes_its_progress(loop: FunctionHost, azurite: Azurite) -> None:
+    stopped = asyncio.Event()
+
+    async def stop_at_4(step: int) -> None:
+        if step == 4 and not stopped.is_set():
+            stopped.set()
+            await asyncio.Event().wait()
+
+    loop_workflow.ON_STEP.append(stop_at_4)
+    run_id = await _accept(loop, "/api/threads/deleted/runs", messages="loop 8", durability="superstep")
+    message = await _take_message(wiring.load_settings().runs_queue, azurite)
+    delivery = asyncio.ensure_future(_deliver(loop, message))
+    await asyncio.wait_for(stopped.wait(), 20)
+    delivery.cancel()
+    with pytest.raises(BaseException):  # noqa: B017
+        await delivery
+    assert [n for n in await _names(f"runs/{run_id}/") if "/progress-" in n]
+    deleted = await loop.request("DELETE", "/api/threads/deleted")
+    assert deleted.status in (202, 204), await deleted.body()
+    assert await _names(f"runs/{run_id}") == []
+    with pytest.raises(RecordNotReady):  # the message comes back: its run is gone, nothing recreated
+        await _deliver(loop, message)
+    assert await _names(f"runs/{run_id}") == []
