@@ -28,14 +28,25 @@ NAME = "loop"
 
 
 class Start(Executor):
+    """Parses ``loop N``; keeps every user text of the thread, as the default workflow does (so
+    storage audits can tell an input applied twice)."""
+
     def __init__(self) -> None:
         super().__init__(id="start")
+        self.user_texts: list[str] = []
 
     @handler
     async def on_messages(self, messages: list[Message], ctx: WorkflowContext[list[int]]) -> None:
+        self.user_texts.extend(m.text for m in messages)
         words = " ".join(m.text for m in messages).split()
         total = int(words[1]) if len(words) > 1 and words[1].isdigit() else 3
         await ctx.send_message([1, total, int("ask" in words[2:])])
+
+    async def on_checkpoint_save(self) -> dict[str, Any]:
+        return {"user_texts": list(self.user_texts)}
+
+    async def on_checkpoint_restore(self, state: dict[str, Any]) -> None:
+        self.user_texts = [str(text) for text in state.get("user_texts", [])]
 
 
 class Step(Executor):

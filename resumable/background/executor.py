@@ -256,7 +256,7 @@ class BackgroundRuns:
                 span.set_status(Status(StatusCode.ERROR, lease.record.error.code))
             if progress.resumed_from is not None:
                 span.set_attribute("run.resumed_from_superstep", progress.resumed_from)
-        if lease.record.terminal and (progress.saved or progress.resumed_from is not None):
+        if lease.record.terminal and progress.may_have_left(lease.record):
             await self._remove_progress(lease.record.run_id)
         return lease
 

@@ -92,6 +92,7 @@ class RunProgress:
         self._etag: str | None = None
         self._base: str | None = None
         self._stop: ResumeError | None = None
+        self.used = False  # the attempt ran with ``superstep`` durability
         self.saved = 0  # progress checkpoints this attempt wrote
         self.resumed_from: int | None = None  # the superstep this attempt continued from
 
@@ -99,6 +100,7 @@ class RunProgress:
 
     async def load(self, codec: CheckpointCodec, base: str | None) -> Continuation | None:
         self._base = base
+        self.used = True
         self._writer.hold_back()
         for attempt in range(self._attempt - 1, self._earliest - 1, -1):
             found = await self._read(attempt)
@@ -222,6 +224,11 @@ class RunProgress:
 
     def stop_reason(self) -> ResumeError | None:
         return self._stop
+
+    def may_have_left(self, record: RunRecord) -> bool:
+        """Whether progress of this run may be in storage once it ended: this attempt's, the
+        one it continued from, or an earlier attempt's (one that crashed or lost a race)."""
+        return self.used and (self.saved > 0 or self.resumed_from is not None or record.attempts > 1)
 
 
 async def delete_progress(container: ContainerClient, run_id: str) -> int:
