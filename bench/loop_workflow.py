@@ -40,7 +40,8 @@ class Start(Executor):
         self.user_texts.extend(m.text for m in messages)
         words = " ".join(m.text for m in messages).split()
         total = int(words[1]) if len(words) > 1 and words[1].isdigit() else 3
-        await ctx.send_message([1, total, int("ask" in words[2:])])
+        if total > 0:  # ``loop 0``: this superstep is the whole run
+            await ctx.send_message([1, total, int("ask" in words[2:])])
 
     async def on_checkpoint_save(self) -> dict[str, Any]:
         return {"user_texts": list(self.user_texts)}

@@ -41,7 +41,7 @@ from .drain import RecordNotReady, ThreadDrain
 from .events import EventWriter
 from .lease import LEASE_SECONDS, Ending, LeaseState, RunLease
 from .order import ThreadOrder
-from .progress import RunProgress, delete_progress
+from .progress import RunProgress
 from .records import RunRecords, lease_left, lease_live
 from .schema import CANCELLED, CANCELLED_ERROR, FAILED, RUNNING, SUCCEEDED, Lease, RunError, RunRecord
 
@@ -256,14 +256,15 @@ class BackgroundRuns:
                 span.set_status(Status(StatusCode.ERROR, lease.record.error.code))
             if progress.resumed_from is not None:
                 span.set_attribute("run.resumed_from_superstep", progress.resumed_from)
-        if lease.record.terminal and progress.may_have_left(lease.record):
-            await self._remove_progress(lease.record.run_id)
+        if lease.record.terminal:
+            await self._remove_progress(progress, lease.record)
         return lease
 
-    async def _remove_progress(self, run_id: str) -> None:
+    @staticmethod
+    async def _remove_progress(progress: RunProgress, record: RunRecord) -> None:
         """A finished run's progress checkpoints go (best effort: housekeeping sweeps what stays)."""
         try:
-            await delete_progress(self._container, run_id)
+            await progress.remove(record)
         except ResumeError:
             logger.warning("Could not remove a finished run's progress checkpoints; housekeeping will")
 

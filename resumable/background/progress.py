@@ -30,6 +30,7 @@ predecessor's log lacks before a ``resumed`` event.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -225,10 +226,18 @@ class RunProgress:
     def stop_reason(self) -> ResumeError | None:
         return self._stop
 
-    def may_have_left(self, record: RunRecord) -> bool:
-        """Whether progress of this run may be in storage once it ended: this attempt's, the
-        one it continued from, or an earlier attempt's (one that crashed or lost a race)."""
-        return self.used and (self.saved > 0 or self.resumed_from is not None or record.attempts > 1)
+    async def remove(self, record: RunRecord) -> None:
+        """The run ended: remove what progress of it may be in storage. A run of one attempt
+        knows its only blob (one DELETE, no listing); after a crash or a lost race, earlier
+        attempts' blobs are found by listing the run's prefix."""
+        if not self.used:
+            return
+        if record.attempts == 1 and self.resumed_from is None:
+            if self.saved:
+                with storage_unavailable_on_failure("delete progress"), contextlib.suppress(sdk.ResourceNotFoundError):
+                    await self._blob.delete_blob()
+            return
+        await delete_progress(self._container, self._run_id)
 
 
 async def delete_progress(container: ContainerClient, run_id: str) -> int:

@@ -252,3 +252,36 @@ async def test_a_thread_delete_mid_run_removes_its_progress(loop: FunctionHost, 
     with pytest.raises(RecordNotReady):  # the message comes back: its run is gone, nothing recreated
         await _deliver(loop, message)
     assert await _names(f"runs/{run_id}") == []
+
+
+async def _execution_log(
+    host: FunctionHost, azurite: Azurite, ops: Any, thread: str, mode: str
+) -> list[tuple[str, str]]:
+    path = f"/api/threads/{thread}/runs"
+    assert (await host.request("POST", path, json_body={"messages": "loop 0"})).status == 200
+    run_id = await _accept(host, path, messages="loop 9", durability=mode)
+    message = await _take_message(wiring.load_settings().runs_queue, azurite)
+    ops.reset()
+    await _deliver(host, message)
+    assert (await _status(host, run_id))["status"] == "succeeded"
+    # Time-dependent in either mode: the lease's watcher reads the record once a second, and a
+    # run that lasts over one flush period creates its event log (create, the record's HEAD, appends).
+    record = f"runs/{run_id}.json"
+    return [
+        (method, url.split("/", 3)[-1])
+        for method, url in ops.log
+        if "/events-" not in url and not (method in ("GET", "HEAD") and url.endswith(record))
+    ]
+
+
+async def test_superstep_durability_costs_one_write_per_superstep_and_no_read(
+    loop: FunctionHost, azurite: Azurite, ops: Any
+) -> None:
+    """10 supersteps: 9 progress writes (the last superstep's checkpoint is the commit) and
+    one delete at the end; no read on the happy path; everything else as in ``turn``."""
+    turn = await _execution_log(loop, azurite, ops, "cost-turn", "turn")
+    superstep = await _execution_log(loop, azurite, ops, "cost-superstep", "superstep")
+    progress = [(method, name) for method, name in superstep if "/progress-" in name]
+    assert Counter(method for method, _ in progress) == {"PUT": 9, "DELETE": 1}
+    others = Counter(method for method, name in superstep if "/progress-" not in name)
+    assert others == Counter(method for method, _ in turn)
