@@ -89,7 +89,7 @@ async def crash_round(
     workdir: Path,
     *,
     kill_at: int | None = None,
-    kill_after: float | None = None,
+    kill_after: float | None = None,  # seconds after its first step began
     expected: dict[str, Any] | None = None,
 ) -> Round:
     """Accept one turn, kill its first worker (at step ``kill_at``, or ``kill_after`` seconds
@@ -111,7 +111,8 @@ async def crash_round(
     if kill_at is not None:
         first_env["LOOP_KILL_AT"] = str(kill_at)
     first = _spawn(run_id, first_env)
-    if kill_after is not None:
+    if kill_after is not None:  # counted from its first step: a process takes seconds to start
+        await _first_step(calls, first)
         await asyncio.sleep(kill_after)
         first.send_signal(signal.SIGKILL)
     await asyncio.to_thread(first.wait, 60)
@@ -144,6 +145,14 @@ async def crash_round(
         progress_left=len(left),
         seconds=time.monotonic() - started,
     )
+
+
+async def _first_step(calls: Path, process: subprocess.Popen[bytes]) -> None:
+    """Wait until the worker began its first step (or died)."""
+    for _ in range(6000):  # a minute at most
+        if os.path.exists(calls) or process.poll() is not None:  # noqa: ASYNC240 - one stat, no wait
+            return
+        await asyncio.sleep(0.01)
 
 
 def _steps(calls: Path) -> list[int]:
@@ -186,8 +195,8 @@ async def _long_drill(rounds: int, seed: int) -> list[Round]:
             for index in range(rounds):
                 if index % 2 == 0:  # a chosen step, inside it
                     outcome = await crash_round(host, env, Path(tmp), kill_at=chosen.randint(1, STEPS))
-                else:  # from outside, at any moment of the run (start-up included)
-                    delay = chosen.uniform(1.0, 3.5)
+                else:  # from outside, at any moment of the run after its first step
+                    delay = chosen.uniform(0.0, STEPS * 0.06)
                     outcome = await crash_round(host, env, Path(tmp), kill_after=delay)
                 results.append(outcome)
                 print(json.dumps(dataclasses.asdict(outcome)), flush=True)
