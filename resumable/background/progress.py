@@ -37,7 +37,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from agent_framework import WorkflowCheckpoint
+from agent_framework import Workflow, WorkflowCheckpoint
 from azure.storage.blob.aio import ContainerClient
 
 from ..base import strict_json
@@ -45,7 +45,7 @@ from ..base.errors import ResumeError, RunTakenOver
 from ..checkpoints.codec import CheckpointCodec
 from ..checkpoints.gate import off_loop
 from ..checkpoints.mac import CheckpointMac, MacMismatch
-from ..core.resume import Continuation
+from ..core.resume import Continuation, fits
 from ..storage import layout, sdk
 from ..storage.failures import storage_unavailable_on_failure, upload_new
 from .events import EventReader, EventWriter, LoggedEvent
@@ -99,7 +99,7 @@ class RunProgress:
 
     # -- continuing ---------------------------------------------------------------------
 
-    async def load(self, codec: CheckpointCodec, base: str | None) -> Continuation | None:
+    async def load(self, codec: CheckpointCodec, base: str | None, workflow: Workflow) -> Continuation | None:
         self._base = base
         self.used = True
         self._writer.hold_back()
@@ -111,6 +111,9 @@ class RunProgress:
             if header.get("base") != base:
                 continue  # progress of a turn on another head (it lost a race and ran again)
             checkpoint = codec.decode(body)
+            if not fits(workflow, checkpoint):
+                logger.warning("Run %s: progress %d is of another graph; the turn starts over", self._run_id, attempt)
+                return None
             await self._carry(attempt, header)
             self.resumed_from = checkpoint.iteration_count
             logger.info("Run %s continues from superstep %d", self._run_id, checkpoint.iteration_count)

@@ -174,9 +174,10 @@ class Continuation:
 class Progress(Protocol):
     """A background attempt's progress checkpoints (``background.progress.RunProgress``)."""
 
-    async def load(self, codec: CheckpointCodec, base: str | None) -> Continuation | None:
+    async def load(self, codec: CheckpointCodec, base: str | None, workflow: Workflow) -> Continuation | None:
         """The newest progress of this run that continues from ``base`` (the checkpoint the
-        turn resumed from), if any."""
+        turn resumed from) and fits ``workflow`` (a deploy between attempts may change its
+        graph: the turn then starts over), if any."""
         ...
 
     async def save(self, checkpoint: WorkflowCheckpoint, produced: Mapping[str, Any], codec: CheckpointCodec) -> None:
@@ -324,6 +325,13 @@ async def prepare_run(
     return PreparedRun(workflow, turn, checkpoint, stream)
 
 
+def fits(workflow: Workflow, checkpoint: WorkflowCheckpoint) -> bool:
+    """Whether ``checkpoint`` was taken by this workflow's name and graph."""
+    return (
+        checkpoint.workflow_name == workflow.name and checkpoint.graph_signature_hash == workflow.graph_signature_hash
+    )
+
+
 async def continue_run(
     workflow: Workflow,
     resumed_from: WorkflowCheckpoint | None,
@@ -335,7 +343,7 @@ async def continue_run(
     """Hydrate a progress checkpoint of this turn, to go on with no new input: ``turn`` (the
     input it already applied) and ``resumed_from`` are kept for what the commit records."""
     checkpoint = continuation.checkpoint
-    if checkpoint.workflow_name != workflow.name or checkpoint.graph_signature_hash != workflow.graph_signature_hash:
+    if not fits(workflow, checkpoint):
         raise CheckpointIncompatible("The run's progress checkpoint belongs to another workflow or graph.")
     try:
         await af_internals.hydrate(workflow, checkpoint)

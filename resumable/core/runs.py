@@ -163,7 +163,7 @@ class RunService:
         turn = request.turn if request.resent is None else unseen_input(request.turn, request.resent, checkpoint)
         progress = request.progress if (request.durability or version.durability) == "superstep" else None
         base = checkpoint.checkpoint_id if checkpoint is not None else None
-        continuation = await progress.load(version.codec, base) if progress is not None else None
+        continuation = await progress.load(version.codec, base, workflow) if progress is not None else None
         if continuation is not None:
             run = await continue_run(workflow, checkpoint, turn, continuation, stream=request.stream)
         else:
