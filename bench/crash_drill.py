@@ -9,7 +9,7 @@ a step, during a progress write, during the final commit). Then the dead worker'
 made to lapse (what 60 s would do) and a second worker process takes the run over. Judged
 from storage: the turn committed once (one checkpoint in the thread), its result equals an
 uninterrupted run's, and the steps that ran twice (counted in a file both workers append to)
-are at most one.
+are at most one; a joiner of its event stream sees each step's output once, in order.
 
 ``python -m bench.crash_drill [--rounds N]`` runs the long drill against a fresh Azurite;
 ``tests/e2e/test_crash_drill.py`` runs a short one.
@@ -66,12 +66,19 @@ class Round:
     commits: int  # checkpoints in the thread's lineage
     same_result: bool
     redone: int  # step executions beyond one per step
+    one_stream: bool  # a joiner saw each output once, in order, across both workers
     steps_before_kill: int
     progress_left: int
     seconds: float
 
     def ok(self) -> bool:
-        return self.status == "succeeded" and self.commits == 1 and self.same_result and self.redone <= 1
+        return (
+            self.status == "succeeded"
+            and self.commits == 1
+            and self.same_result
+            and self.redone <= 1
+            and self.one_stream
+        )
 
 
 def _spawn(run_id: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -141,6 +148,7 @@ async def crash_round(
         commits=len(history.get("checkpoints", [])),
         same_result=same and counts.keys() == set(range(1, STEPS + 1)),
         redone=sum(counts.values()) - len(counts),
+        one_stream=stream_is_one(await read_stream(host, run_id)),
         steps_before_kill=len(before),
         progress_left=len(left),
         seconds=time.monotonic() - started,
@@ -153,6 +161,29 @@ async def _first_step(calls: Path, process: subprocess.Popen[bytes]) -> None:
         if os.path.exists(calls) or process.poll() is not None:  # noqa: ASYNC240 - one stat, no wait
             return
         await asyncio.sleep(0.01)
+
+
+async def read_stream(host: Any, run_id: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """The run's whole event stream as a joiner gets it: (id, event, data) for each event."""
+    response = await host.request("GET", f"/api/runs/{run_id}/stream")
+    events: list[tuple[str, str, dict[str, Any]]] = []
+    current: dict[str, str] = {}
+    for line in (await response.body()).decode().splitlines():
+        if line.startswith(("id: ", "event: ")):
+            key, _, value = line.partition(": ")
+            current[key] = value
+        elif line.startswith("data: "):
+            events.append((current.get("id", ""), current.get("event", ""), json.loads(line[6:])))
+            current = {}
+    return events
+
+
+def stream_is_one(events: list[tuple[str, str, dict[str, Any]]]) -> bool:
+    """Each step's output once and in order, no event ID twice, and the run's ``done`` last."""
+    outputs = [data["output"] for _, name, data in events if name == "output"]
+    ids = [event_id for event_id, _, _ in events]
+    expected = expected_result()["outputs"]
+    return outputs == expected and len(ids) == len(set(ids)) and bool(events) and events[-1][1] == "done"
 
 
 def _steps(calls: Path) -> list[int]:

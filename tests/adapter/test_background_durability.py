@@ -8,7 +8,6 @@ loop workflow (``tests/loop_workflow.py``: a start superstep, then one per step)
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -18,6 +17,7 @@ from azure.core.exceptions import ResourceNotFoundError
 
 import workflows
 from bench import loop_workflow
+from bench.crash_drill import read_stream
 from devtools.azurite import Azurite
 from devtools.function_host import FunctionHost
 from devtools.queue_runner import QueueRunner
@@ -62,22 +62,6 @@ async def _names(prefix: str) -> list[str]:
         return [b.name async for b in container.list_blobs(name_starts_with=prefix)]
     except ResourceNotFoundError:
         return []
-
-
-async def _stream(host: FunctionHost, run_id: str) -> list[tuple[str, str, dict[str, Any]]]:
-    """The run's whole event stream as a joiner gets it: (id, event, data)."""
-    response = await host.request("GET", f"/api/runs/{run_id}/stream")
-    assert response.status == 200
-    events, current = [], {}
-    for line in (await response.body()).decode().splitlines():
-        if line.startswith("id: "):
-            current["id"] = line[4:]
-        elif line.startswith("event: "):
-            current["event"] = line[7:]
-        elif line.startswith("data: "):
-            events.append((current.get("id", ""), current.get("event", ""), json.loads(line[6:])))
-            current = {}
-    return events
 
 
 def _step_outputs(events: list[tuple[str, str, dict[str, Any]]]) -> list[str]:
@@ -156,7 +140,7 @@ async def test_an_attempt_stopped_mid_run_is_continued_from_its_last_superstep(
     history = await (await loop.request("GET", "/api/threads/crash/history")).json()
     assert len(history["checkpoints"]) == 1
 
-    events = await _stream(loop, run_id)
+    events = await read_stream(loop, run_id)
     assert _step_outputs(events) == [f"step {n} of {STEPS} (done {n})" for n in range(1, STEPS + 1)]
     markers = [(event_id, name) for event_id, name, _ in events if name in ("restarted", "resumed")]
     assert [name for _, name in markers] == ["restarted", "resumed"]
@@ -202,7 +186,7 @@ async def test_a_run_longer_than_its_budget_is_handed_on_and_commits_once(
     assert record.handoffs >= 2 and status["attempts"] == record.handoffs + 1
     assert list(range(1, STEPS + 1)) == loop_workflow.CALLS  # a hand-on redoes nothing
     assert len(await _names("checkpoints/")) == 1  # one commit, however many invocations
-    events = await _stream(loop, run_id)
+    events = await read_stream(loop, run_id)
     assert _step_outputs(events) == [f"step {n} of {STEPS} (done {n})" for n in range(1, STEPS + 1)]
     assert sum(1 for _, name, _ in events if name == "resumed") == record.handoffs
     ids = [event_id for event_id, _, _ in events]

@@ -40,4 +40,5 @@ async def test_a_worker_killed_inside_a_step_is_taken_over_and_commits_once(
     assert outcome.commits == 1
     assert outcome.same_result
     assert outcome.redone == 1  # the step it died in, and nothing before it
+    assert outcome.one_stream  # each output once across both workers: none lost with the process
     assert outcome.progress_left == 0
