@@ -269,3 +269,25 @@ async def test_superstep_durability_costs_one_write_per_superstep_and_no_read(
     assert Counter(method for method, _ in progress) == {"PUT": 9, "DELETE": 1}
     others = Counter(method for method, name in superstep if "/progress-" not in name)
     assert others == Counter(method for method, _ in turn)
+
+
+async def test_a_progress_save_that_fails_stops_the_run_at_that_boundary(
+    loop: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The framework logs and ignores a failing checkpoint save; the run must not go on
+    without its progress. A checkpoint over the size cap fails the run right after the
+    superstep whose save failed (no step runs), where ``turn`` durability runs every step and
+    fails only at its commit."""
+    monkeypatch.setenv("MAX_CHECKPOINT_BYTES", "300")
+    runner = QueueRunner(loop)
+    turn = await _accept(loop, "/api/runs", messages="loop 4", durability="turn")
+    await runner.run_until_idle()
+    assert (await _status(loop, turn))["error"]["code"] == "checkpoint_too_large"
+    assert loop_workflow.CALLS == [1, 2, 3, 4]
+    loop_workflow.CALLS.clear()
+    superstep = await _accept(loop, "/api/runs", messages="loop 4", durability="superstep")
+    await runner.run_until_idle()
+    status = await _status(loop, superstep)
+    assert (status["status"], status["error"]["code"]) == ("failed", "checkpoint_too_large")
+    assert loop_workflow.CALLS == []
+    assert await _names(f"runs/{superstep}/progress-") == []
