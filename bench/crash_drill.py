@@ -44,8 +44,51 @@ def _register() -> None:
     workflows.REGISTRY["loop"] = WORKFLOW_ENTRY
 
 
+def _kill() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _arm_kill(point: str) -> None:
+    """Kill this process at a point of the protocol, not of the workflow (``DRILL_KILL``):
+    ``progress:N`` once the Nth progress write landed, before its answer is used;
+    ``checkpoint`` once the turn's checkpoint is saved, before the thread's pointer moves;
+    ``outcome`` once the pointer moved, before the run's outcome is written."""
+    from resumable.background.lease import RunLease
+    from resumable.background.progress import RunProgress
+    from resumable.checkpoints.blob_store import BlobCheckpointStorage
+
+    name, _, count = point.partition(":")
+    if name == "progress":
+        write, landed = RunProgress._write, [0]
+
+        async def write_then_die(self: Any, *args: Any) -> None:
+            await write(self, *args)
+            landed[0] += 1
+            if landed[0] == int(count):
+                _kill()
+
+        RunProgress._write = write_then_die  # type: ignore[method-assign]
+    elif name == "checkpoint":
+        save = BlobCheckpointStorage.save
+
+        async def save_then_die(self: Any, *args: Any, **kwargs: Any) -> str:
+            await save(self, *args, **kwargs)
+            _kill()
+            raise AssertionError("unreachable")
+
+        BlobCheckpointStorage.save = save_then_die  # type: ignore[method-assign]
+    elif name == "outcome":
+
+        async def die(self: Any, body: bytes) -> None:
+            _kill()
+
+        RunLease.succeeded = die  # type: ignore[method-assign]
+
+
 def worker(run_id: str) -> None:
     """One delivery of ``run_id``'s message, in this process."""
+    if os.environ.get("DRILL_KILL"):
+        _arm_kill(os.environ["DRILL_KILL"])
     _register()
     from functions_adapter.queue_triggers import background_runs
     from functions_adapter.wiring import load_settings
@@ -60,7 +103,7 @@ def worker(run_id: str) -> None:
 class Round:
     """One round's outcome, judged from storage and the step counts."""
 
-    kill_at: int | None  # the step the worker killed itself in (None: killed from outside)
+    kill_at: int | None  # the step the worker killed itself in (None: elsewhere)
     killed: bool  # the first worker died of SIGKILL (not finished before the kill)
     status: str
     commits: int  # checkpoints in the thread's lineage
@@ -97,6 +140,7 @@ async def crash_round(
     *,
     kill_at: int | None = None,
     kill_after: float | None = None,  # seconds after its first step began
+    kill_in: str | None = None,  # a point of the protocol (``_arm_kill``)
     expected: dict[str, Any] | None = None,
 ) -> Round:
     """Accept one turn, kill its first worker (at step ``kill_at``, or ``kill_after`` seconds
@@ -117,6 +161,8 @@ async def crash_round(
     first_env = {**env, "LOOP_CALLS_FILE": str(calls)}
     if kill_at is not None:
         first_env["LOOP_KILL_AT"] = str(kill_at)
+    if kill_in is not None:
+        first_env["DRILL_KILL"] = kill_in
     first = _spawn(run_id, first_env)
     if kill_after is not None:  # counted from its first step: a process takes seconds to start
         await _first_step(calls, first)

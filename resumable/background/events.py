@@ -120,6 +120,15 @@ class EventWriter:
         if self._watermark is not None:
             self._watermark = max(self._watermark, seq)
 
+    async def buffered(self) -> tuple[LoggedEvent, ...]:
+        """A copy of every event not yet in the log, held back or not (after any flush in
+        progress has landed): a commit intent carries it under ``superstep`` durability, so a
+        crash after the commit, which leaves no outcome write and nothing to redo, loses none."""
+        if self._watermark is None:
+            return ()
+        async with self._lock:
+            return tuple(self._buffer)
+
     async def unflushed(self, upto: int) -> list[LoggedEvent]:
         """The buffered events up to ``upto`` (after any flush in progress has landed)."""
         async with self._lock:

@@ -41,7 +41,7 @@ from .drain import RecordNotReady, ThreadDrain
 from .events import EventWriter
 from .lease import LEASE_SECONDS, Ending, LeaseState, RunLease
 from .order import ThreadOrder
-from .progress import RunProgress
+from .progress import RunProgress, delete_progress
 from .records import RunRecords, lease_left, lease_live
 from .schema import CANCELLED, CANCELLED_ERROR, FAILED, RUNNING, SUCCEEDED, Lease, RunError, RunRecord
 
@@ -133,15 +133,16 @@ class BackgroundRuns:
             record = current.value
             if record.terminal or lease_live(current):
                 return None
-            earlier = await self._check.committed(record)
+            earlier = await self._check.committed_intent(record)
             if earlier is not None:
-                return record.finished(SUCCEEDED, result=earlier)
+                return record.finished(SUCCEEDED, result=earlier.body, tail=earlier.tail)
             if may_still_land(current) > 0:
                 return None
             return record.finished(FAILED, error=_EXHAUSTED)
 
         after = await self.records.decide(stored, decide)
         if after is not None and after.value.terminal:
+            await self._sweep_progress(after.value)
             await self._finished(after)
             if after.value.thread_id is not None:  # no drain follows a used-up message: pop it here
                 await self.order.remove(after.value.thread_id, run_id)
@@ -182,7 +183,10 @@ class BackgroundRuns:
             if token is None:
                 if not after.value.terminal:
                     await self._watch_later(after, delivered)
-                elif after.value.thread_id is None:  # a thread's turns are reported as the drain pops them
+                    return after
+                if not stored.value.terminal:  # settled here: an attempt before may have left progress
+                    await self._sweep_progress(after.value)
+                if after.value.thread_id is None:  # a thread's turns are reported as the drain pops them
                     await self._finished(after)
                 return after
             lease = await self._attempt(after, token)
@@ -211,9 +215,9 @@ class BackgroundRuns:
             record = current.value
             if record.terminal or (lease_live(current) and record.holder() != held):
                 return None
-            earlier = await self._check.committed(record)
-            if earlier is not None:
-                return record.finished(SUCCEEDED, result=earlier)
+            earlier = await self._check.committed_intent(record)
+            if earlier is not None:  # committed by an attempt that stopped before its outcome
+                return record.finished(SUCCEEDED, result=earlier.body, tail=earlier.tail)
             ending = record.cancel_requested or record.attempts - record.handoffs >= MAX_ATTEMPTS
             if ending and may_still_land(current) > 0:
                 return None  # ending it as not committed must wait until no commit can land
@@ -259,6 +263,16 @@ class BackgroundRuns:
         if lease.record.terminal:
             await self._remove_progress(progress, lease.record)
         return lease
+
+    async def _sweep_progress(self, record: RunRecord) -> None:
+        """A run ended here without an attempt of this delivery: one that crashed or stalled
+        may have left progress (found by listing the run's prefix; never on the happy path)."""
+        if record.attempts == 0:
+            return
+        try:
+            await delete_progress(self._container, record.run_id)
+        except ResumeError:
+            logger.warning("Could not remove an ended run's progress checkpoints; housekeeping will")
 
     @staticmethod
     async def _remove_progress(progress: RunProgress, record: RunRecord) -> None:

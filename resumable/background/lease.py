@@ -119,12 +119,13 @@ class RunLease:
             earlier = await self._check.committed(self.record)
             if earlier is not None:
                 raise AlreadyCommitted(earlier)
+            tail = await self._events.buffered() if self._events is not None else ()
 
             def add_intent(record: RunRecord) -> RunRecord:
                 if record.cancel_requested:
                     self.state = LeaseState.CANCEL_REQUESTED
                     raise RunCancelled("The run was cancelled; nothing was committed.")
-                intent = CommitIntent(self._token, checkpoint_id, stamp, body, time.time())
+                intent = CommitIntent(self._token, checkpoint_id, stamp, body, time.time(), tail)
                 others = tuple(c for c in record.commits if c.token != self._token)
                 return replace(record, commits=(*others, intent))
 

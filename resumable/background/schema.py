@@ -99,14 +99,32 @@ class CommitIntent:
     stamp: str
     body: bytes
     at: float
+    # ``superstep`` durability: the attempt's events not yet in its log, so that a run found
+    # committed after a crash still shows them (its ``tail``); the attempt itself writes its
+    # own outcome with its own tail.
+    tail: tuple[LoggedEvent, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"checkpoint_id": self.checkpoint_id, "stamp": self.stamp, "body": b64(self.body), "at": self.at}
+        return {
+            "checkpoint_id": self.checkpoint_id,
+            "stamp": self.stamp,
+            "body": b64(self.body),
+            "at": self.at,
+            **({"tail": [event.to_json() for event in self.tail]} if self.tail else {}),
+        }
 
     @classmethod
     def from_json(cls, token: str, data: Mapping[str, Any]) -> CommitIntent:
+        tail = data.get("tail") or []
+        if not isinstance(tail, list):
+            raise TypeError("tail")
         return cls(
-            token, _text(data["checkpoint_id"]), _text(data.get("stamp", "")), unb64(data["body"]), _number(data["at"])
+            token,
+            _text(data["checkpoint_id"]),
+            _text(data.get("stamp", "")),
+            unb64(data["body"]),
+            _number(data["at"]),
+            tuple(LoggedEvent.from_json(item) for item in tail),
         )
 
 

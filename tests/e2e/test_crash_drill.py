@@ -42,3 +42,22 @@ async def test_a_worker_killed_inside_a_step_is_taken_over_and_commits_once(
     assert outcome.redone == 1  # the step it died in, and nothing before it
     assert outcome.one_stream  # each output once across both workers: none lost with the process
     assert outcome.progress_left == 0
+
+
+@pytest.mark.parametrize(
+    ("kill_in", "before", "redone"),
+    [
+        ("progress:5", 4, 0),  # the 5th progress write (after step 4) landed, its answer never used
+        ("checkpoint", 20, 1),  # the turn's checkpoint saved, the thread's pointer not moved
+        ("outcome", 20, 0),  # the pointer moved (committed), the run's outcome not written
+    ],
+)
+async def test_a_worker_killed_inside_the_protocol_is_taken_over_and_commits_once(
+    drill_host: FunctionHost, tmp_path: Path, kill_in: str, before: int, redone: int
+) -> None:
+    outcome = await crash_drill.crash_round(drill_host, dict(os.environ), tmp_path, kill_in=kill_in)
+    assert outcome.killed
+    assert outcome.steps_before_kill == before
+    assert (outcome.status, outcome.commits, outcome.same_result, outcome.one_stream) == ("succeeded", 1, True, True)
+    assert outcome.redone <= redone
+    assert outcome.progress_left == 0
