@@ -8,8 +8,10 @@ loop workflow (``tests/loop_workflow.py``: a start superstep, then one per step)
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +25,7 @@ from devtools.function_host import FunctionHost
 from devtools.queue_runner import QueueRunner
 from functions_adapter import wiring
 from functions_adapter import wiring as composition
+from functions_adapter.settings import Settings
 from resumable.background.drain import RecordNotReady
 from resumable.background.records import RunRecords
 from tests.adapter.test_background_runs import _deliver, _take_message
@@ -291,3 +294,14 @@ async def test_a_progress_save_that_fails_stops_the_run_at_that_boundary(
     assert (status["status"], status["error"]["code"]) == ("failed", "checkpoint_too_large")
     assert loop_workflow.CALLS == []
     assert await _names(f"runs/{superstep}/progress-") == []
+
+
+def test_the_default_budget_leaves_room_under_the_function_timeout() -> None:
+    """An invocation hands on before host.json's functionTimeout ends it, with minutes to spare
+    for the superstep under way."""
+    hours, minutes, seconds = (
+        int(part) for part in json.loads(Path("host.json").read_text())["functionTimeout"].split(":")
+    )
+    timeout = hours * 3600 + minutes * 60 + seconds
+    budget = Settings.from_env({"CHECKPOINT_STORAGE": "UseDevelopmentStorage=true"}).run_budget_seconds
+    assert budget <= timeout - 300
