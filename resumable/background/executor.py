@@ -95,9 +95,10 @@ class BackgroundRuns:
         on_finished: Finished | None = None,
         budget_seconds: float | None = None,
     ) -> None:
-        """``budget_seconds``: how long one invocation runs a ``superstep`` turn before it
+        """``budget_seconds``: how long one invocation (this object: one per delivery, counted
+        from its construction, so every turn a drain runs shares it) runs ``superstep`` turns before it
         hands the run on at a superstep boundary (None: never)."""
-        self._budget_seconds = budget_seconds
+        self._deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
         self._on_finished = on_finished
         self._container = container
         self.records = RunRecords(container)
@@ -242,9 +243,7 @@ class BackgroundRuns:
         record = stored.value
         writer = EventWriter(self._container, record.run_id, record.attempts, thread_id=record.thread_id)
         lease = RunLease(self.records, self._check, stored, token, events=writer)
-        progress = RunProgress(
-            self._container, self._service.store.mac, record, writer, budget_seconds=self._budget_seconds
-        )
+        progress = RunProgress(self._container, self._service.store.mac, record, writer, deadline=self._deadline)
         lease.progress_saved = lambda: progress.saved
         with _run_span(record) as span:
             try:

@@ -80,7 +80,7 @@ class RunProgress:
         record: RunRecord,
         writer: EventWriter,
         *,
-        budget_seconds: float | None = None,
+        deadline: float | None = None,
     ) -> None:
         self._container = container
         self._mac = mac
@@ -88,7 +88,7 @@ class RunProgress:
         self._attempt = record.attempts
         self._earliest = max(1, record.progress_from or 1)
         self._writer = writer
-        self._deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
+        self._deadline = deadline  # on ``time.monotonic``: the invocation's budget ends then
         self._blob = container.get_blob_client(layout.run_progress_blob(record.run_id, record.attempts))
         self._etag: str | None = None
         self._base: str | None = None
