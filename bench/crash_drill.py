@@ -141,12 +141,13 @@ async def crash_round(
     kill_at: int | None = None,
     kill_after: float | None = None,  # seconds after its first step began
     kill_in: str | None = None,  # a point of the protocol (``_arm_kill``)
+    then_kill_at: int | None = None,  # the worker that takes over is killed too, inside this step
     expected: dict[str, Any] | None = None,
 ) -> Round:
     """Accept one turn, kill its first worker (at step ``kill_at``, or ``kill_after`` seconds
     in), hand it to a second worker, and judge it."""
     from functions_adapter import wiring
-    from resumable.background.records import Lease, RunRecords
+    from resumable.background.records import RunRecords
 
     thread = f"drill-{uuid.uuid4().hex[:8]}"
     calls = workdir / f"{thread}.calls"
@@ -172,10 +173,12 @@ async def crash_round(
     killed = first.returncode == -signal.SIGKILL
     before = _steps(calls)
     records = RunRecords(wiring.container_for(wiring.load_settings()))
-    stored = await records.get(run_id)
-    if stored is not None and not stored.value.terminal and stored.value.lease is not None:
-        # What time does to a dead holder: its lease lapses (60 s), so another delivery may take it.
-        await records.update(run_id, lambda r: dataclasses.replace(r, lease=Lease(r.lease.token, 0)))
+    await _lapse(records, run_id)
+    if then_kill_at is not None:  # the worker that takes over dies too, inside that step
+        middle = _spawn(run_id, {**env, "LOOP_CALLS_FILE": str(calls), "LOOP_KILL_AT": str(then_kill_at)})
+        await asyncio.to_thread(middle.wait, 60)
+        killed = killed and middle.returncode == -signal.SIGKILL
+        await _lapse(records, run_id)
     second = _spawn(run_id, {**env, "LOOP_CALLS_FILE": str(calls)})
     await asyncio.to_thread(second.wait, 120)
     if second.returncode != 0:
@@ -199,6 +202,15 @@ async def crash_round(
         progress_left=len(left),
         seconds=time.monotonic() - started,
     )
+
+
+async def _lapse(records: Any, run_id: str) -> None:
+    """What time does to a dead holder: its lease lapses (60 s), so another delivery may take it."""
+    from resumable.background.records import Lease
+
+    stored = await records.get(run_id)
+    if stored is not None and not stored.value.terminal and stored.value.lease is not None:
+        await records.update(run_id, lambda r: dataclasses.replace(r, lease=Lease(r.lease.token, 0)))
 
 
 async def _first_step(calls: Path, process: subprocess.Popen[bytes]) -> None:

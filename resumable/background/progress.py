@@ -140,13 +140,24 @@ class RunProgress:
         return header, body
 
     async def _carry(self, attempt: int, header: Mapping[str, Any]) -> None:
-        """Write the events saved with the progress that ``attempt``'s log lacks, then the marker."""
-        logged, _ = await EventReader(self._container, self._run_id).read(attempt, 0)
+        """Write the events saved with the progress that ``attempt``'s log lacks, then the marker.
+
+        An attempt between ``attempt`` and this one that continued from the same progress and
+        died before saving its own has already written them (with its marker, in one append):
+        then only the marker is written again."""
+        reader = EventReader(self._container, self._run_id)
+        step = header.get("superstep")
+        marker = {"run_id": self._run_id, "from_attempt": attempt, "from_superstep": step}
+        for between in range(attempt + 1, self._attempt):
+            logged, _ = await reader.read(between, 0)
+            if any(event.name == "resumed" and event.data == marker for event in logged):
+                self._writer.carry([("resumed", marker)])
+                return
+        logged, _ = await reader.read(attempt, 0)
         shown = max((event.seq for event in logged), default=0)
         saved = [LoggedEvent.from_json(item) for item in header.get("events") or []]
         missing = [(event.name, event.data) for event in saved if event.seq > shown]
-        step = header.get("superstep")
-        self._writer.carry([*missing, ("resumed", {"run_id": self._run_id, "from_superstep": step})])
+        self._writer.carry([*missing, ("resumed", marker)])
 
     # -- saving -------------------------------------------------------------------------
 

@@ -61,3 +61,15 @@ async def test_a_worker_killed_inside_the_protocol_is_taken_over_and_commits_onc
     assert (outcome.status, outcome.commits, outcome.same_result, outcome.one_stream) == ("succeeded", 1, True, True)
     assert outcome.redone <= redone
     assert outcome.progress_left == 0
+
+
+async def test_the_worker_that_takes_over_dies_too_before_saving_anything(
+    drill_host: FunctionHost, tmp_path: Path
+) -> None:
+    """Two crashes in a row, the second before its first progress write: the third worker goes on
+    from the first one's progress, and the stream still shows each output once."""
+    outcome = await crash_drill.crash_round(drill_host, dict(os.environ), tmp_path, kill_at=7, then_kill_at=7)
+    assert outcome.killed
+    assert (outcome.status, outcome.commits, outcome.same_result, outcome.one_stream) == ("succeeded", 1, True, True)
+    assert outcome.redone == 2  # step 7, once per crash
+    assert outcome.progress_left == 0
