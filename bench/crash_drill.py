@@ -175,7 +175,9 @@ async def crash_round(
     records = RunRecords(wiring.container_for(wiring.load_settings()))
     await _lapse(records, run_id)
     if then_kill_at is not None:  # the worker that takes over dies too, inside that step
-        middle = _spawn(run_id, {**env, "LOOP_CALLS_FILE": str(calls), "LOOP_KILL_AT": str(then_kill_at)})
+        # Its step lasts long enough for its log to get what it carried (one flush period).
+        middle_env = {"LOOP_CALLS_FILE": str(calls), "LOOP_KILL_AT": str(then_kill_at), "LOOP_STEP_SECONDS": "0.6"}
+        middle = _spawn(run_id, {**env, **middle_env})
         await asyncio.to_thread(middle.wait, 60)
         killed = killed and middle.returncode == -signal.SIGKILL
         await _lapse(records, run_id)

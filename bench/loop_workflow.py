@@ -64,6 +64,8 @@ class Step(Executor):
             await hook(step)
         if STEP_SECONDS[0]:
             await asyncio.sleep(STEP_SECONDS[0])
+        if os.environ.get("LOOP_KILL_AT") == str(step):  # inside the step, once its time passed
+            os.kill(os.getpid(), signal.SIGKILL)
         self.done += 1
         if step == total and ask:
             await ctx.request_info(f"approve {total} steps?", str)
@@ -88,8 +90,6 @@ def _record_in_file(step: int) -> None:
     if path:
         with open(path, "a", encoding="utf-8") as calls:
             calls.write(f"{step}\n")
-    if os.environ.get("LOOP_KILL_AT") == str(step):
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def build() -> Workflow:
