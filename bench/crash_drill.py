@@ -52,7 +52,8 @@ def _arm_kill(point: str) -> None:
     """Kill this process at a point of the protocol, not of the workflow (``DRILL_KILL``):
     ``progress:N`` once the Nth progress write landed, before its answer is used;
     ``checkpoint`` once the turn's checkpoint is saved, before the thread's pointer moves;
-    ``outcome`` once the pointer moved, before the run's outcome is written."""
+    ``outcome`` once the pointer moved, before the run's outcome is written; ``removal`` once
+    the outcome is written, before the run's progress is removed."""
     from resumable.background.lease import RunLease
     from resumable.background.progress import RunProgress
     from resumable.checkpoints.blob_store import BlobCheckpointStorage
@@ -83,6 +84,12 @@ def _arm_kill(point: str) -> None:
             _kill()
 
         RunLease.succeeded = die  # type: ignore[method-assign]
+    elif name == "removal":
+
+        async def die_instead(self: Any, record: Any) -> None:
+            _kill()
+
+        RunProgress.remove = die_instead  # type: ignore[method-assign]
 
 
 def worker(run_id: str) -> None:

@@ -107,7 +107,9 @@ class BackgroundRuns:
         self._check = CommitCheck(service.ledger)
         self._parse = parse
         self._requeue = requeue
-        self._drain = ThreadDrain(self.records, self.order, self._run, self._finished)
+        self._drain = ThreadDrain(
+            self.records, self.order, self._run, self._finished, met=lambda stored: self._sweep_progress(stored.value)
+        )
 
     async def handle(self, run_id: str, *, alone: str | None = None) -> None:
         """One delivery of ``run_id``. Raises only to have the queue deliver it again.
@@ -118,8 +120,9 @@ class BackgroundRuns:
             # Finished too (cancelled while queued, a redelivery after a crash): the drain
             # pops its entry and reports it, so no entry outlives its run.
             await self._drain.drain(record.thread_id, stored, alone=alone)
-        elif record.terminal:
-            await self._finished(stored)  # a redelivery after a crash that followed the outcome
+        elif record.terminal:  # a redelivery after a crash that followed the outcome
+            await self._sweep_progress(record)
+            await self._finished(stored)
         else:
             await self._run(stored, run_id)
 

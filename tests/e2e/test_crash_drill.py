@@ -50,6 +50,7 @@ async def test_a_worker_killed_inside_a_step_is_taken_over_and_commits_once(
         ("progress:5", 4, 0),  # the 5th progress write (after step 4) landed, its answer never used
         ("checkpoint", 20, 1),  # the turn's checkpoint saved, the thread's pointer not moved
         ("outcome", 20, 0),  # the pointer moved (committed), the run's outcome not written
+        ("removal", 20, 0),  # the outcome written, the run's progress not removed yet
     ],
 )
 async def test_a_worker_killed_inside_the_protocol_is_taken_over_and_commits_once(
