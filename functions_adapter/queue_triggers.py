@@ -60,6 +60,7 @@ def background_runs(settings: Settings) -> BackgroundRuns:
         parse_record(settings),
         lambda run_id, delay: queue.enqueue(run_id, delay_seconds=delay),
         on_finished=callbacks_for(settings).schedule,
+        budget_seconds=settings.run_budget_seconds,
     )
 
 

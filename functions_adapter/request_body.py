@@ -22,8 +22,19 @@ from resumable.core.runs import RunRequest
 
 _ROLES = ("user", "system")
 _MULTITASK = ("reject", "enqueue")
+_DURABILITY = ("turn", "superstep")
 _RUN_FIELDS = frozenset(
-    {"checkpoint_id", "messages", "responses", "stream", "background", "callback_url", "workflow", "events"}
+    {
+        "checkpoint_id",
+        "messages",
+        "responses",
+        "stream",
+        "background",
+        "callback_url",
+        "workflow",
+        "events",
+        "durability",
+    }
 )
 # A thread run resumes from the thread's head, so it names no checkpoint.
 _THREAD_FIELDS = frozenset(
@@ -37,6 +48,7 @@ _THREAD_FIELDS = frozenset(
         "from_checkpoint_id",
         "workflow",
         "events",
+        "durability",
     }
 )
 
@@ -76,6 +88,10 @@ def parse_run_request(
     workflow = _workflow(data.get("workflow"))
     multitask = one_of(data.get("multitask"), "multitask", _MULTITASK, default="reject")
     events = one_of(data.get("events"), "events", LEVELS, default="outputs")
+    # Background turns only (a synchronous turn has nothing to resume); absent: the workflow's own.
+    durability = None
+    if data.get("durability") is not None:
+        durability = one_of(data["durability"], "durability", _DURABILITY)
     if messages is not None and responses is not None:
         raise InvalidRequest("Send either 'messages' or 'responses', not both.")
 
@@ -94,6 +110,7 @@ def parse_run_request(
         fork_from=fork_from,
         workflow=workflow,
         events=events,
+        durability=durability,
     )
 
 

@@ -76,6 +76,9 @@ class Settings:
     # Background runs: the queue (RUNS_QUEUE) and where it lives (AzureWebJobsStorage).
     runs_queue: str = "runs"
     queue: QueueTarget | None = None
+    # How long one invocation runs a ``superstep`` background turn before handing it on at a
+    # superstep boundary: under host.json's functionTimeout (30 min), with room for the last superstep.
+    run_budget_seconds: float = 1500.0
     # Who may touch a thread: ``module:function`` (functions_adapter/authorization.py).
     thread_authorizer: str | None = None
     # How long a DELETE /api/threads/{id} or a housekeeping run works before it stops (202, or a mark).
@@ -122,6 +125,7 @@ class Settings:
             idempotency_headers=_idempotency_headers(env),
             runs_queue=_runs_queue(env),
             queue=_queue_target(env),
+            run_budget_seconds=_positive_float(env, "RUN_BUDGET_SECONDS", 1500.0),
             thread_authorizer=env.get("THREAD_AUTHORIZER", "").strip() or None,
             thread_delete_seconds=_positive_float(env, "THREAD_DELETE_SECONDS", 20.0),
             thread_expired=_choice(env, "THREAD_EXPIRED", ("refuse", "restart")),

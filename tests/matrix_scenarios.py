@@ -17,7 +17,8 @@ from devtools.queue_runner import QueueRunner
 from devtools.webhook_receiver import WebhookReceiver
 from devtools.write_faults import WriteFaults
 from resumable.storage import layout
-from tests.matrix_support import Client, read_json
+from resumable.threads.event_sweep import sweep_event_logs
+from tests.matrix_support import Client, container, read_json
 
 
 @dataclass
@@ -57,6 +58,21 @@ async def background(c: Client, ctx: Ctx, arm: Arm) -> None:
     await c.accept("in-1")
     await c.accept("in-2")
     await c.settle_runs(ctx.runner)
+
+
+async def durable(c: Client, ctx: Ctx, arm: Arm) -> None:
+    """A background turn with ``superstep`` durability on the loop workflow (four supersteps: a
+    progress checkpoint created, then replaced twice, then removed), then the housekeeping
+    pass's sweep, as the timer would run it: a run's progress must be gone after both."""
+    await c.turn("seed", workflow="loop")
+    arm()
+    await c.accept("loop 3 in-1", durability="superstep")
+    await c.settle_runs(ctx.runner)
+    token = None
+    while True:
+        _, token = await sweep_event_logs(container(), token, 100)
+        if token is None:
+            break
 
 
 async def callback(c: Client, ctx: Ctx, arm: Arm) -> None:
@@ -111,5 +127,5 @@ async def _new_thread_after_delete(c: Client) -> None:
 
 
 SCENARIOS: dict[str, Scenario] = {
-    s.__name__: s for s in (first_turn, turn, keyed, background, callback, metadata_first, metadata, delete)
+    s.__name__: s for s in (first_turn, turn, keyed, background, durable, callback, metadata_first, metadata, delete)
 }

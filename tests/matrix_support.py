@@ -198,6 +198,10 @@ async def audit(client: Client) -> list[str]:
     for run_id in client.accepted:
         if not client.deleted and client.finished.get(run_id) != "succeeded":
             broken.append(f"accepted (202) run never ran: {run_id} is {client.finished.get(run_id)}")
+    for run_id in sorted(client.run_ids):  # a finished run keeps no progress checkpoint
+        if client.finished.get(run_id) in ("succeeded", "failed", "cancelled"):
+            left = await blob_names(layout.run_events_prefix(run_id) + "progress-")
+            broken += [f"progress left after its run ended: {name}" for name in left]
     broken += [f"stuck: {line}" for line in await stuck_records()]
     return broken
 

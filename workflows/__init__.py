@@ -19,6 +19,9 @@ from agent_framework import Workflow, WorkflowCheckpoint
 
 FIRST_VERSION = "v1"
 POLICIES = ("pinned", "upgrade")
+# What a background turn saves as it goes: only its end ("turn"), or a progress checkpoint
+# after each superstep ("superstep"; docs/background-runs.md, "Durability").
+DURABILITIES = ("turn", "superstep")
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
@@ -64,11 +67,19 @@ class WorkflowSpec:
     one onto this version's graph (executor states, pending requests, messages); it may
     change the checkpoint in place and return None. Without it, the version declares itself
     compatible with the one before (the graph signature check then decides).
+    ``durability``: what a background turn of this workflow saves by default (a request may
+    ask for the other): ``"turn"`` (its end only; a crash redoes the turn) or ``"superstep"``
+    (a progress checkpoint after each superstep; a crash redoes at most one superstep).
     """
 
     build: Callable[[], Workflow]
     checkpoint_types: tuple[type, ...] = ()
     migrate: Callable[[WorkflowCheckpoint], WorkflowCheckpoint | None] | None = field(default=None)
+    durability: str = "turn"
+
+    def __post_init__(self) -> None:
+        if self.durability not in DURABILITIES:
+            raise ValueError(f"durability must be one of {DURABILITIES}, not {self.durability!r}")
 
     @property
     def allowed_type_keys(self) -> tuple[str, ...]:

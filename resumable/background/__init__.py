@@ -22,6 +22,13 @@ made safe to act on. The pieces, one module each:
   pending list (``thread_order``).
 * **Events** (``run_events``, ``run_follow``): batched into a per-attempt log and the
   record's outcome write; ``follow`` replays and tails them for joiners.
+* **Progress** (``run_progress``, ``superstep`` durability): after each superstep, the
+  attempt's own progress blob (create, then If-Match replaces; no record write), never a
+  move of the thread's head. An attempt that claims a run goes on from the newest earlier
+  progress of the same base, with no new input; its predecessor's lease lapsed, so that one
+  can no longer commit. A failed save stops the run at the boundary (the framework swallows
+  it); an attempt past its time budget hands the run on (``Ending.HANDED_ON``, re-enqueued).
+  A log holds back events past the last progress, so no event is shown twice.
 """
 
 from __future__ import annotations

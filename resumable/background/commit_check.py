@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ..core.commit_ledger import CommitLedger
 from ..storage.record_store import CLOCK_RESOLUTION, Stored
-from .schema import RunRecord
+from .schema import CommitIntent, RunRecord
 
 # Well above one commit's writes (a save and a pointer move, each at most three tries of
 # a 10 s timeout) plus a stalled loop: past it, an attempt's commit can no longer land.
@@ -34,12 +34,17 @@ class CommitCheck:
         self._ledger = ledger
 
     async def committed(self, record: RunRecord) -> bytes | None:
-        """The response of an attempt of this run that committed, if one did. A run without
+        """The response of an attempt of this run that committed, if one did."""
+        intent = await self.committed_intent(record)
+        return None if intent is None else intent.body
+
+    async def committed_intent(self, record: RunRecord) -> CommitIntent | None:
+        """The intent of an attempt of this run that committed, if one did. A run without
         a thread saves every attempt under one derived ID: the attempt whose checkpoint is
         there is the one whose timestamp (``stamp``) it carries."""
         for intent in record.commits:
             if await self._ledger.committed(intent.checkpoint_id, record.thread_id, stamp=intent.stamp):
-                return intent.body
+                return intent
         return None
 
 

@@ -41,11 +41,16 @@ class RecordNotReady(Exception):
 
 
 class ThreadDrain:
-    def __init__(self, records: RunRecords, order: ThreadOrder, run: RunTurn, finished: Finished) -> None:
+    def __init__(
+        self, records: RunRecords, order: ThreadOrder, run: RunTurn, finished: Finished, *, met: Finished | None = None
+    ) -> None:
+        """``met``: told about a turn found already finished (not run by this drain: a crash
+        after its outcome, a cancel while queued), before it is reported and popped."""
         self._records = records
         self._order = order
         self._run = run
         self._finished = finished
+        self._met = met
 
     async def drain(self, thread_id: str, mine: Stored[RunRecord], *, alone: str | None = None) -> None:
         """Work ``thread_id``'s pending turns front-first until none is left.
@@ -78,6 +83,8 @@ class ThreadDrain:
                 front = await self._run(front, run_id)
                 if front is None or not front.value.terminal:
                     return
+            elif self._met is not None:
+                await self._met(front)
             await self._finished(front)
             turns = await self._pop(thread_id, front_id, turns)
 

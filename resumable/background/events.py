@@ -14,6 +14,12 @@ one write per event:
 A reader follows a log by byte offset, so reconnecting from a ``Last-Event-ID`` re-reads
 nothing it does not need.
 
+Under ``superstep`` durability (``progress``) the writer holds events back: only events up
+to the last saved progress checkpoint (``advance``) are flushed, so a log never shows an
+event of a superstep that a later attempt will redo. Events saved with a progress
+checkpoint but not yet flushed ride in it, and the attempt that continues from it writes
+them first (``carry``), so no event is lost or repeated across attempts.
+
 A log holds the thread's text, so it must never outlive its thread's DELETE. It carries
 its run and thread in its metadata (a delete finds it even without the run's record), it
 is only ever *created* here, and nothing is appended to it until a read of the run's
@@ -96,6 +102,44 @@ class EventWriter:
         self._checked = False  # the run's record was seen after the log's create
         self._lock = asyncio.Lock()
         self._sealed = asyncio.Event()
+        # Held back beyond this seq (None: nothing held back, ``turn`` durability).
+        self._watermark: int | None = None
+
+    @property
+    def seq(self) -> int:
+        """The seq of the last event added."""
+        return self._seq
+
+    def hold_back(self) -> None:
+        """Flush only what ``advance`` released (``superstep`` durability)."""
+        if self._watermark is None:
+            self._watermark = self._seq
+
+    def advance(self, seq: int) -> None:
+        """Events up to ``seq`` are in a saved progress checkpoint: they may be flushed."""
+        if self._watermark is not None:
+            self._watermark = max(self._watermark, seq)
+
+    async def buffered(self) -> tuple[LoggedEvent, ...]:
+        """A copy of every event not yet in the log, held back or not (after any flush in
+        progress has landed): a commit intent carries it under ``superstep`` durability, so a
+        crash after the commit, which leaves no outcome write and nothing to redo, loses none."""
+        if self._watermark is None:
+            return ()
+        async with self._lock:
+            return tuple(self._buffer)
+
+    async def unflushed(self, upto: int) -> list[LoggedEvent]:
+        """The buffered events up to ``upto`` (after any flush in progress has landed)."""
+        async with self._lock:
+            return [event for event in self._buffer if event.seq <= upto]
+
+    def carry(self, events: list[tuple[str, dict[str, Any]]]) -> None:
+        """Write an earlier attempt's events its log never got, as this attempt's first
+        events: they belong to supersteps already done, so they are released at once."""
+        for name, data in events:
+            self.add(name, data)
+        self.advance(self._seq)
 
     def add(self, name: str, data: dict[str, Any]) -> None:
         if self._sealed.is_set():
@@ -114,7 +158,7 @@ class EventWriter:
     async def flush(self) -> None:
         async with self._lock:
             if not self._sealed.is_set():
-                await self._append(self._take())
+                await self._append(self._take(released=True))
 
     async def take_tail(self) -> tuple[LoggedEvent, ...]:
         """Seal the log (a flush in progress finishes first) and return what it did not get."""
@@ -123,18 +167,25 @@ class EventWriter:
             return tuple(self._take())
 
     async def close(self) -> None:
-        """Seal the log with everything written to it (an attempt that ends without an outcome)."""
+        """Seal the log with everything written to it (an attempt that ends without an outcome).
+
+        Held-back events are dropped: the attempt that goes on redoes their superstep."""
         async with self._lock:
             if not self._sealed.is_set():
                 self._sealed.set()
-                await self._append(self._take())
+                await self._append(self._take(released=True))
 
     async def append_late(self, events: tuple[LoggedEvent, ...]) -> None:
         """Write a tail whose outcome write failed, so joiners still see it (best effort)."""
         async with self._lock:
             await self._append(list(events))
 
-    def _take(self) -> list[LoggedEvent]:
+    def _take(self, *, released: bool = False) -> list[LoggedEvent]:
+        if released and self._watermark is not None:
+            mark = self._watermark
+            taken = [event for event in self._buffer if event.seq <= mark]
+            self._buffer = [event for event in self._buffer if event.seq > mark]
+            return taken
         taken, self._buffer = self._buffer, []
         return taken
 

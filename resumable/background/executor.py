@@ -41,6 +41,7 @@ from .drain import RecordNotReady, ThreadDrain
 from .events import EventWriter
 from .lease import LEASE_SECONDS, Ending, LeaseState, RunLease
 from .order import ThreadOrder
+from .progress import RunProgress, delete_progress
 from .records import RunRecords, lease_left, lease_live
 from .schema import CANCELLED, CANCELLED_ERROR, FAILED, RUNNING, SUCCEEDED, Lease, RunError, RunRecord
 
@@ -92,7 +93,12 @@ class BackgroundRuns:
         requeue: Requeue,
         *,
         on_finished: Finished | None = None,
+        budget_seconds: float | None = None,
     ) -> None:
+        """``budget_seconds``: how long one invocation (this object: one per delivery, counted
+        from its construction, so every turn a drain runs shares it) runs ``superstep`` turns before it
+        hands the run on at a superstep boundary (None: never)."""
+        self._deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
         self._on_finished = on_finished
         self._container = container
         self.records = RunRecords(container)
@@ -101,7 +107,9 @@ class BackgroundRuns:
         self._check = CommitCheck(service.ledger)
         self._parse = parse
         self._requeue = requeue
-        self._drain = ThreadDrain(self.records, self.order, self._run, self._finished)
+        self._drain = ThreadDrain(
+            self.records, self.order, self._run, self._finished, met=lambda stored: self._sweep_progress(stored.value)
+        )
 
     async def handle(self, run_id: str, *, alone: str | None = None) -> None:
         """One delivery of ``run_id``. Raises only to have the queue deliver it again.
@@ -112,8 +120,9 @@ class BackgroundRuns:
             # Finished too (cancelled while queued, a redelivery after a crash): the drain
             # pops its entry and reports it, so no entry outlives its run.
             await self._drain.drain(record.thread_id, stored, alone=alone)
-        elif record.terminal:
-            await self._finished(stored)  # a redelivery after a crash that followed the outcome
+        elif record.terminal:  # a redelivery after a crash that followed the outcome
+            await self._sweep_progress(record)
+            await self._finished(stored)
         else:
             await self._run(stored, run_id)
 
@@ -128,15 +137,16 @@ class BackgroundRuns:
             record = current.value
             if record.terminal or lease_live(current):
                 return None
-            earlier = await self._check.committed(record)
+            earlier = await self._check.committed_intent(record)
             if earlier is not None:
-                return record.finished(SUCCEEDED, result=earlier)
+                return record.finished(SUCCEEDED, result=earlier.body, tail=earlier.tail)
             if may_still_land(current) > 0:
                 return None
             return record.finished(FAILED, error=_EXHAUSTED)
 
         after = await self.records.decide(stored, decide)
         if after is not None and after.value.terminal:
+            await self._sweep_progress(after.value)
             await self._finished(after)
             if after.value.thread_id is not None:  # no drain follows a used-up message: pop it here
                 await self.order.remove(after.value.thread_id, run_id)
@@ -177,13 +187,20 @@ class BackgroundRuns:
             if token is None:
                 if not after.value.terminal:
                     await self._watch_later(after, delivered)
-                elif after.value.thread_id is None:  # a thread's turns are reported as the drain pops them
+                    return after
+                if not stored.value.terminal:  # settled here: an attempt before may have left progress
+                    await self._sweep_progress(after.value)
+                if after.value.thread_id is None:  # a thread's turns are reported as the drain pops them
                     await self._finished(after)
                 return after
             lease = await self._attempt(after, token)
             if lease.ending is Ending.RETRY:
                 stored, held = lease.stored, token
                 continue
+            if lease.ending is Ending.HANDED_ON:
+                # A new message, so the next invocation (any instance) goes on from the progress.
+                await self._requeue(lease.record.run_id, 0)
+                return lease.stored
             if lease.ending is Ending.LEFT:
                 # No outcome was written: hand the message back; the next delivery judges
                 # the record (at once when the lease was released).
@@ -202,15 +219,15 @@ class BackgroundRuns:
             record = current.value
             if record.terminal or (lease_live(current) and record.holder() != held):
                 return None
-            earlier = await self._check.committed(record)
-            if earlier is not None:
-                return record.finished(SUCCEEDED, result=earlier)
-            ending = record.cancel_requested or record.attempts >= MAX_ATTEMPTS
+            earlier = await self._check.committed_intent(record)
+            if earlier is not None:  # committed by an attempt that stopped before its outcome
+                return record.finished(SUCCEEDED, result=earlier.body, tail=earlier.tail)
+            ending = record.cancel_requested or record.attempts - record.handoffs >= MAX_ATTEMPTS
             if ending and may_still_land(current) > 0:
                 return None  # ending it as not committed must wait until no commit can land
             if record.cancel_requested:
                 return record.finished(CANCELLED, error=CANCELLED_ERROR)
-            if record.attempts >= MAX_ATTEMPTS:
+            if record.attempts - record.handoffs >= MAX_ATTEMPTS:
                 return record.finished(FAILED, error=_ATTEMPTS_EXHAUSTED)
             return replace(
                 record,
@@ -229,11 +246,13 @@ class BackgroundRuns:
         record = stored.value
         writer = EventWriter(self._container, record.run_id, record.attempts, thread_id=record.thread_id)
         lease = RunLease(self.records, self._check, stored, token, events=writer)
+        progress = RunProgress(self._container, self._service.store.mac, record, writer, deadline=self._deadline)
+        lease.progress_saved = lambda: progress.saved
         with _run_span(record) as span:
             try:
                 async with asyncio.TaskGroup() as tasks:
                     tasks.create_task(writer.flush_periodically(), name="event log flusher")
-                    tasks.create_task(self._drive(record, lease, writer, tasks), name="background run")
+                    tasks.create_task(self._drive(record, lease, writer, tasks, progress), name="background run")
             except* Exception as failures:  # below the boundary; the run still settles
                 logger.error("A background attempt failed", exc_info=failures)
             if lease.state is not LeaseState.SETTLED:
@@ -241,12 +260,36 @@ class BackgroundRuns:
             span.set_attribute("run.status", lease.record.status)
             if lease.record.status == FAILED and lease.record.error is not None:
                 span.set_status(Status(StatusCode.ERROR, lease.record.error.code))
+            if progress.resumed_from is not None:
+                span.set_attribute("run.resumed_from_superstep", progress.resumed_from)
+        if lease.record.terminal:
+            await self._remove_progress(progress, lease.record)
         return lease
 
-    async def _drive(self, record: RunRecord, lease: RunLease, writer: EventWriter, tasks: TaskOwner) -> None:
+    async def _sweep_progress(self, record: RunRecord) -> None:
+        """A run ended here without an attempt of this delivery: one that crashed or stalled
+        may have left progress (found by listing the run's prefix; never on the happy path)."""
+        if record.attempts == 0:
+            return
+        try:
+            await delete_progress(self._container, record.run_id)
+        except ResumeError:
+            logger.warning("Could not remove an ended run's progress checkpoints; housekeeping will")
+
+    @staticmethod
+    async def _remove_progress(progress: RunProgress, record: RunRecord) -> None:
+        """A finished run's progress checkpoints go (best effort: housekeeping sweeps what stays)."""
+        try:
+            await progress.remove(record)
+        except ResumeError:
+            logger.warning("Could not remove a finished run's progress checkpoints; housekeeping will")
+
+    async def _drive(
+        self, record: RunRecord, lease: RunLease, writer: EventWriter, tasks: TaskOwner, progress: RunProgress
+    ) -> None:
         try:
             turn = self._parse(record)
-            request, runner = turn.request, turn.runner
+            request, runner = replace(turn.request, progress=progress), turn.runner
         except Exception as exc:
             await lease.failed(library_error(exc))
             return

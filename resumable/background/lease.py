@@ -43,6 +43,8 @@ WATCH_SECONDS = 1.0
 _NOT_COMMITTED = frozenset(
     {ThreadBusy.code, "checkpoint_exists", "checkpoint_too_large", "checkpoint_not_saveable", "cancelled"}
 )
+# Stops at a superstep boundary of a ``superstep`` turn (``run_progress``): the run goes on.
+HANDED_ON, PROGRESS_NOT_SAVED = "handed_on", "progress_not_saved"
 
 
 class LeaseState(enum.Enum):
@@ -59,6 +61,7 @@ class Ending(enum.Enum):
     LEFT = "left"  # nothing written: the next delivery judges the record
     TAKEN_OVER = "taken_over"  # another attempt holds (or settled) the run: nothing to do
     RETRY = "retry"  # a thread turn lost a race to a synchronous turn: run again
+    HANDED_ON = "handed_on"  # stopped at a superstep boundary near the time budget: run on
 
 
 def error_of(error: BaseException | None) -> RunError:
@@ -93,6 +96,8 @@ class RunLease:
         self.state = LeaseState.HELD
         self.ending = Ending.LEFT
         self.settled = asyncio.Event()
+        # How many progress checkpoints this attempt saved (``run_progress``), told by its run.
+        self.progress_saved: Callable[[], int] = lambda: 0
 
     @property
     def record(self) -> RunRecord:
@@ -114,12 +119,13 @@ class RunLease:
             earlier = await self._check.committed(self.record)
             if earlier is not None:
                 raise AlreadyCommitted(earlier)
+            tail = await self._events.buffered() if self._events is not None else ()
 
             def add_intent(record: RunRecord) -> RunRecord:
                 if record.cancel_requested:
                     self.state = LeaseState.CANCEL_REQUESTED
                     raise RunCancelled("The run was cancelled; nothing was committed.")
-                intent = CommitIntent(self._token, checkpoint_id, stamp, body, time.time())
+                intent = CommitIntent(self._token, checkpoint_id, stamp, body, time.time(), tail)
                 others = tuple(c for c in record.commits if c.token != self._token)
                 return replace(record, commits=(*others, intent))
 
@@ -237,6 +243,10 @@ class RunLease:
             await self._leave(release=True)  # the commit may still land: decided later, on the record
         elif was is LeaseState.CANCEL_REQUESTED or isinstance(error, RunCancelled):
             await self._outcome(CANCELLED, error=CANCELLED_ERROR)
+        elif code == HANDED_ON:
+            await self._hand_on()
+        elif code == PROGRESS_NOT_SAVED:
+            await self._leave(release=True)  # the next delivery goes on from the last saved progress
         elif code == ThreadBusy.code and self.record.thread_id is not None:
             await self._retract()  # its pointer move failed for good: the intent can never land
             self.ending = Ending.RETRY
@@ -266,11 +276,35 @@ class RunLease:
                 lambda record: replace(record, commits=tuple(c for c in record.commits if c.token != mine))
             )
 
+    def _progress_from(self, record: RunRecord) -> int:
+        return max(record.progress_from, record.attempts) if self.progress_saved() else record.progress_from
+
+    async def _hand_on(self) -> None:
+        """Release the run for the next invocation, which goes on from this attempt's progress."""
+        try:
+            await self._write(
+                lambda record: replace(
+                    record,
+                    lease=Lease(self._token, 0),
+                    handoffs=record.handoffs + 1,
+                    progress_from=self._progress_from(record),
+                )
+            )
+            self.ending = Ending.HANDED_ON
+        except RunTakenOver:
+            self.ending = Ending.TAKEN_OVER
+        except ResumeError:
+            logger.warning("Could not hand a background run on; its lease lapses and the next delivery goes on")
+
     async def _leave(self, *, release: bool) -> None:
         """Write no outcome. ``release``: let the next delivery take the run at once."""
         if release:
             try:
-                await self._write(lambda record: replace(record, lease=Lease(self._token, 0)))
+                await self._write(
+                    lambda record: replace(
+                        record, lease=Lease(self._token, 0), progress_from=self._progress_from(record)
+                    )
+                )
             except ResumeError:
                 logger.warning("Could not release a background run's lease; it lapses on its own")
 

@@ -5,6 +5,9 @@
 * ``commits``: per attempt, the checkpoint it was about to commit and the exact response
   bytes, written under its lease before the commit itself (see ``commit_check``).
 * ``tail``: the last attempt's events that its event log did not get (``run_events``).
+* ``handoffs``: attempts that stopped near the invocation's time budget and handed the run on
+  (``superstep`` durability): they do not count against ``MAX_ATTEMPTS``. ``progress_from``:
+  the newest attempt known to have saved a progress checkpoint (``run_progress``).
 
 Version 1 records (before the types) read as version 2; only ``RunRecords`` writes them.
 """
@@ -60,6 +63,12 @@ def _number(value: object, *, optional: bool = False) -> Any:
     return float(value)
 
 
+def _count(value: object) -> int:
+    if type(value) is not int or value < 0:
+        raise TypeError("count")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class Lease:
     """One attempt's hold on a run: its token, and for how long after the record's last
@@ -90,14 +99,32 @@ class CommitIntent:
     stamp: str
     body: bytes
     at: float
+    # ``superstep`` durability: the attempt's events not yet in its log, so that a run found
+    # committed after a crash still shows them (its ``tail``); the attempt itself writes its
+    # own outcome with its own tail.
+    tail: tuple[LoggedEvent, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"checkpoint_id": self.checkpoint_id, "stamp": self.stamp, "body": b64(self.body), "at": self.at}
+        return {
+            "checkpoint_id": self.checkpoint_id,
+            "stamp": self.stamp,
+            "body": b64(self.body),
+            "at": self.at,
+            **({"tail": [event.to_json() for event in self.tail]} if self.tail else {}),
+        }
 
     @classmethod
     def from_json(cls, token: str, data: Mapping[str, Any]) -> CommitIntent:
+        tail = data.get("tail") or []
+        if not isinstance(tail, list):
+            raise TypeError("tail")
         return cls(
-            token, _text(data["checkpoint_id"]), _text(data.get("stamp", "")), unb64(data["body"]), _number(data["at"])
+            token,
+            _text(data["checkpoint_id"]),
+            _text(data.get("stamp", "")),
+            unb64(data["body"]),
+            _number(data["at"]),
+            tuple(LoggedEvent.from_json(item) for item in tail),
         )
 
 
@@ -150,6 +177,8 @@ class RunRecord:
     # The accepted request's origin (``RunRequest.origin``): the run's turn carries it, so a
     # thread refuses a run of another origin as it refuses a synchronous turn.
     origin: str | None = None
+    handoffs: int = 0
+    progress_from: int = 0
 
     @property
     def terminal(self) -> bool:
@@ -209,6 +238,8 @@ class RunRecord:
             "tail": [event.to_json() for event in self.tail],
             **({"replayed": True} if self.replayed else {}),
             "origin": self.origin,
+            **({"handoffs": self.handoffs} if self.handoffs else {}),
+            **({"progress_from": self.progress_from} if self.progress_from else {}),
         }
 
     @classmethod
@@ -248,4 +279,6 @@ class RunRecord:
             tail=tuple(LoggedEvent.from_json(item) for item in tail),
             replayed=data.get("replayed") is True,
             origin=_text(data.get("origin"), optional=True),
+            handoffs=_count(data.get("handoffs", 0)),
+            progress_from=_count(data.get("progress_from", 0)),
         )

@@ -93,6 +93,11 @@ class LoadedVersion:
         return self.source.build()
 
     @property
+    def durability(self) -> str:
+        """The spec's default durability for background turns (``turn`` for a plain source)."""
+        return str(getattr(self.source, "durability", "turn"))
+
+    @property
     def stamp(self) -> dict[str, str]:
         """What a checkpoint this version writes records in its metadata."""
         return {WORKFLOW_KEY: self.workflow, VERSION_KEY: self.label}

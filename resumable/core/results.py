@@ -7,6 +7,7 @@ final ``done`` payload is exactly the JSON body a non-streaming call returns.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from agent_framework import AgentResponse, AgentResponseUpdate, Message, WorkflowCheckpoint, WorkflowEvent
@@ -76,6 +77,12 @@ class ResultCollector:
         # Streamed agent tokens, joined into one assistant message per executor.
         self._deltas: dict[str, list[str]] = {}
 
+    def include_lifecycle(self) -> None:
+        """Render each superstep and executor invocation from now on (``"events": "all"``); a
+        collector carried across a continuation keeps what it had already produced."""
+        if self._lifecycle is None:
+            self._lifecycle = LifecycleClock(to_json)
+
     def add(self, event: WorkflowEvent) -> tuple[str, dict[str, Any]] | None:
         """Record ``event``; return the SSE (name, data) it becomes, if callers see it."""
         if event.type == "output":
@@ -98,6 +105,20 @@ class ResultCollector:
         if event.type == "request_info":
             return "request_info", request_json(event)
         return None if self._lifecycle is None else self._lifecycle.render(event)
+
+    def snapshot(self) -> dict[str, Any]:
+        """What was collected so far, JSON-native (a progress checkpoint carries it)."""
+        return {
+            "messages": list(self.messages),
+            "outputs": list(self.outputs),
+            "deltas": {k: list(v) for k, v in self._deltas.items()},
+        }
+
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        """Go on from a ``snapshot`` (a run continued from its progress checkpoint)."""
+        self.messages = [dict(m) for m in snapshot.get("messages", [])]
+        self.outputs = list(snapshot.get("outputs", []))
+        self._deltas = {str(k): [str(t) for t in v] for k, v in dict(snapshot.get("deltas", {})).items()}
 
     def body(self, saved: WorkflowCheckpoint) -> dict[str, Any]:
         """The final response body, described from the checkpoint that was saved."""

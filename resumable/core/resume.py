@@ -21,7 +21,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from agent_framework import Message, Workflow, WorkflowCheckpoint, WorkflowEvent
 from agent_framework.exceptions import WorkflowCheckpointException
@@ -37,8 +37,10 @@ from ..base.errors import (
     WorkflowFailed,
 )
 from ..checkpoints import af_internals
+from ..checkpoints.codec import CheckpointCodec
 from ..checkpoints.info import checkpoint_status
 from ..threads.transcript import recorded_input_ids
+from .results import ResultCollector
 
 logger = logging.getLogger(__name__)
 
@@ -160,6 +162,53 @@ class RunCheckpoints:
         return [c.checkpoint_id for c in await self.list_checkpoints(workflow_name=workflow_name)]
 
 
+@dataclass(frozen=True, slots=True)
+class Continuation:
+    """Where a background turn goes on from after a crash or a hand-on: a progress checkpoint
+    of its own run (its input already applied) and what the run had produced up to it."""
+
+    checkpoint: WorkflowCheckpoint
+    produced: Mapping[str, Any]
+
+
+class Progress(Protocol):
+    """A background attempt's progress checkpoints (``background.progress.RunProgress``)."""
+
+    async def load(self, codec: CheckpointCodec, base: str | None, workflow: Workflow) -> Continuation | None:
+        """The newest progress of this run that continues from ``base`` (the checkpoint the
+        turn resumed from) and fits ``workflow`` (a deploy between attempts may change its
+        graph: the turn then starts over), if any."""
+        ...
+
+    async def save(self, checkpoint: WorkflowCheckpoint, produced: Mapping[str, Any], codec: CheckpointCodec) -> None:
+        """Save a superstep's checkpoint. Never raises: a failure is kept for ``stop_reason``
+        (the framework would swallow it and go on)."""
+        ...
+
+    def stop_reason(self) -> ResumeError | None:
+        """Why the run must stop at this superstep boundary (a failed save, a hand-on), if it must."""
+        ...
+
+
+class ProgressCheckpoints(RunCheckpoints):
+    """The run's storage under ``superstep`` durability: each superstep's checkpoint also goes
+    to ``progress``, except the entry checkpoint (the input, not progress) and a checkpoint
+    with nothing in flight (the run ends there and commits it as its turn)."""
+
+    def __init__(self, progress: Progress, codec: CheckpointCodec, start: int, collector: ResultCollector) -> None:
+        super().__init__()
+        self._progress = progress
+        self._codec = codec
+        self._start = start
+        self._collector = collector
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        await super().save(checkpoint)
+        if checkpoint.iteration_count > self._start and checkpoint_status(checkpoint) == "in_flight":
+            await self._progress.save(checkpoint, self._collector.snapshot(), self._codec)
+        return checkpoint.checkpoint_id
+
+
 @dataclass
 class PreparedRun:
     """A validated, hydrated workflow, ready to run exactly once."""
@@ -170,11 +219,25 @@ class PreparedRun:
     stream: bool
     # The workflow and version that run it (``catalog.LoadedVersion.stamp``): its checkpoint records them.
     stamp: Mapping[str, Any] = field(default_factory=dict)
+    # A progress checkpoint of this very turn to go on from (its input is in it), else None.
+    continued_from: WorkflowCheckpoint | None = None
+    # What the run produced (outputs, messages), from its start: carried across a continuation.
+    collector: ResultCollector = field(default_factory=ResultCollector)
     _storage: RunCheckpoints = field(default_factory=RunCheckpoints)
+    _progress: Progress | None = None
     _completed: bool = False
+
+    def save_progress(self, progress: Progress, codec: CheckpointCodec) -> None:
+        """Save a progress checkpoint after each superstep (``superstep`` durability)."""
+        restored = self.continued_from or (self.resumed_from if self.turn.messages is None else None)
+        start = restored.iteration_count if restored is not None else 0
+        self._storage = ProgressCheckpoints(progress, codec, start, self.collector)
+        self._progress = progress
 
     def _start(self) -> Any:
         common: dict[str, Any] = {"stream": self.stream, "checkpoint_storage": self._storage}
+        if self.continued_from is not None:  # the input was applied before the progress was saved
+            return self.workflow.run(checkpoint_id=self.continued_from.checkpoint_id, **common)
         if self.turn.messages is not None:
             return self.workflow.run(self.turn.messages, **common)
         if self.turn.responses is not None:
@@ -190,17 +253,21 @@ class PreparedRun:
         Failures raised by the workflow surface as ``WorkflowFailed``; closing this
         iterator early cancels the run, and nothing is persisted for it.
         """
-        if self.resumed_from is not None and self.turn.messages is None and self.turn.responses is None:
+        if self.continued_from is not None:
+            await RunCheckpoints.save(self._storage, self.continued_from)
+        elif self.resumed_from is not None and self.turn.messages is None and self.turn.responses is None:
             await self._storage.save(self.resumed_from)
         try:
             started = self._start()
             if self.stream:
                 async with started as stream:
                     async for event in stream:
+                        self._check_boundary()
                         yield event
             else:
                 for event in await started:
                     yield event
+            self._check_boundary()
         except ResumeError:
             raise
         except Exception as exc:
@@ -208,6 +275,12 @@ class PreparedRun:
             release_frames(exc)  # else the framework's task frames keep this run alive (boundary.py)
             raise WorkflowFailed("The workflow run failed; nothing was saved.") from exc
         self._completed = True
+
+    def _check_boundary(self) -> None:
+        """Stop at a superstep boundary whose progress save failed, or where the attempt hands on."""
+        reason = self._progress.stop_reason() if self._progress is not None else None
+        if reason is not None:
+            raise reason
 
     async def final_checkpoint(self) -> WorkflowCheckpoint:
         """The run's last checkpoint, parented on the one this call resumed from.
@@ -250,6 +323,36 @@ async def prepare_run(
     if turn.responses is not None:
         turn = TurnInput(responses=await _checked_responses(workflow, checkpoint, turn.responses))
     return PreparedRun(workflow, turn, checkpoint, stream)
+
+
+def fits(workflow: Workflow, checkpoint: WorkflowCheckpoint) -> bool:
+    """Whether ``checkpoint`` was taken by this workflow's name and graph."""
+    return (
+        checkpoint.workflow_name == workflow.name and checkpoint.graph_signature_hash == workflow.graph_signature_hash
+    )
+
+
+async def continue_run(
+    workflow: Workflow,
+    resumed_from: WorkflowCheckpoint | None,
+    turn: TurnInput,
+    continuation: Continuation,
+    *,
+    stream: bool = False,
+) -> PreparedRun:
+    """Hydrate a progress checkpoint of this turn, to go on with no new input: ``turn`` (the
+    input it already applied) and ``resumed_from`` are kept for what the commit records."""
+    checkpoint = continuation.checkpoint
+    if not fits(workflow, checkpoint):
+        raise CheckpointIncompatible("The run's progress checkpoint belongs to another workflow or graph.")
+    try:
+        await af_internals.hydrate(workflow, checkpoint)
+    except Exception as exc:
+        logger.warning("Restoring progress checkpoint %s failed: %r", checkpoint.checkpoint_id, exc)
+        raise CheckpointIncompatible("The run's progress checkpoint could not be restored.") from exc
+    run = PreparedRun(workflow, turn, resumed_from, stream, continued_from=checkpoint)
+    run.collector.restore(continuation.produced)
+    return run
 
 
 async def _checked_responses(

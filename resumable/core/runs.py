@@ -28,7 +28,7 @@ from .catalog import WorkflowCatalog, WorkflowRef, migrate
 from .checkpoint_state import apply_edit, edit_stamp
 from .commit_ledger import CommitLedger
 from .results import ResultCollector, message_json
-from .resume import PreparedRun, TurnInput, prepare_run, unseen_input
+from .resume import PreparedRun, Progress, TurnInput, continue_run, prepare_run, unseen_input
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +68,11 @@ class RunRequest:
     # A fork from edited state: executor ID -> the JSON state it resumes with, in place of the
     # state ``fork_from`` saved (``checkpoint_state.apply_edit``); the new checkpoint is marked.
     state_edit: Mapping[str, dict[str, Any]] | None = None
+    # A background turn's durability as asked (``turn``/``superstep``); None: the workflow's default.
+    durability: str | None = None
+    # A background attempt's progress checkpoints (``background.progress``): used when the
+    # turn runs with ``superstep`` durability, to save after each superstep and to continue.
+    progress: Progress | None = None
 
 
 def _sent(message: Message) -> dict[str, str]:
@@ -215,7 +220,15 @@ class RunService:
             apply_edit(checkpoint, request.state_edit, workflow)
             edited = edit_stamp(checkpoint.checkpoint_id, request.state_edit)
         turn = request.turn if request.resent is None else unseen_input(request.turn, request.resent, checkpoint)
-        run = await prepare_run(workflow, checkpoint, turn, stream=request.stream)
+        progress = request.progress if (request.durability or version.durability) == "superstep" else None
+        base = checkpoint.checkpoint_id if checkpoint is not None else None
+        continuation = await progress.load(version.codec, base, workflow) if progress is not None else None
+        if continuation is not None:
+            run = await continue_run(workflow, checkpoint, turn, continuation, stream=request.stream)
+        else:
+            run = await prepare_run(workflow, checkpoint, turn, stream=request.stream)
+        if progress is not None:
+            run.save_progress(progress, version.codec)
         run.stamp = {**version.stamp, **edited}
         return run
 
@@ -273,7 +286,7 @@ class RunService:
     ) -> bytes:
         """Run the call to completion; return the exact response bytes."""
         run = await self._prepare(request, head)
-        collector = ResultCollector()
+        collector = run.collector
         async with aclosing(run.events()) as events:
             async for event in events:
                 collector.add(event)
@@ -322,7 +335,9 @@ class RunService:
         scope: RequestScope,
         request: RunRequest,
     ) -> AsyncIterator[Event]:
-        collector = ResultCollector(lifecycle=request.events == "all")
+        collector = run.collector
+        if request.events == "all":
+            collector.include_lifecycle()
         try:
             async with aclosing(events):  # type: ignore[type-var]
                 collector.add(first)

@@ -9,7 +9,8 @@ so a rename in one place cannot leave another kind growing forever or deleted by
 * ``thread-meta/<thread_id>.json``: a thread's metadata (channel or ticket IDs).
 * ``idempotency/<sha256>.json``: one record per Idempotency-Key or webhook-id.
 * ``runs/<run_id>.json``: a background run's record; ``runs/<run_id>/events-<n>.jsonl``
-  its attempts' event logs (append blobs).
+  its attempts' event logs (append blobs); ``runs/<run_id>/progress-<n>.bin`` attempt n's
+  newest progress checkpoint (``superstep`` durability), removed when the run ends.
 * ``run-order/<thread_id>.json``: a thread's pending background turns, in order.
 * ``callbacks/<run_id>.json``: a finished run's completion callback: its delivery state.
 * ``maintenance/state.json``: where the timer's housekeeping pass stands (its continuation);
@@ -48,3 +49,12 @@ def run_events_prefix(run_id: str) -> str:
 
 def run_events_blob(run_id: str, attempt: int) -> str:
     return f"{run_events_prefix(run_id)}events-{attempt}.jsonl"
+
+
+def run_progress_blob(run_id: str, attempt: int) -> str:
+    """Attempt ``attempt``'s progress checkpoint (one per attempt, replaced each superstep)."""
+    return f"{run_events_prefix(run_id)}progress-{attempt}.bin"
+
+
+def is_run_progress(name: str) -> bool:
+    return name.startswith(RUNS) and "/progress-" in name

@@ -72,6 +72,7 @@ RECORDS = "resumable/storage/blob_records.py"  # every JSON record: create, repl
 UPLOAD_NEW = "resumable/storage/failures.py"  # create-only uploads and the container
 CHECKPOINT_STORE = "resumable/checkpoints/blob_store.py"
 EVENT_LOG = "resumable/background/events.py"
+PROGRESS = "resumable/background/progress.py"
 RUN_QUEUE = "resumable/storage/run_queue.py"
 THREAD_DELETE = "resumable/threads/delete.py"
 HOUSEKEEPING = "resumable/threads/housekeeping.py"
@@ -108,6 +109,7 @@ def _records(name: str, prefix: str, during: tuple[str, ...]) -> list[WriteSite]
 
 
 _EVENTS = re.escape(layout.RUNS) + _ID + r"/events-\d+\.jsonl"
+_PROGRESS = re.escape(layout.RUNS) + _ID + r"/progress-\d+\.bin"
 
 SITES: tuple[WriteSite, ...] = (
     WriteSite(
@@ -161,6 +163,19 @@ SITES: tuple[WriteSite, ...] = (
         # whose record is gone (threads/event_sweep.py)
         (THREAD_DELETE, EVENT_LOG, EVENT_SWEEP),
         ("delete", "execute", "sweep"),
+    ),
+    # A ``superstep`` turn's progress checkpoint: created at its attempt's first superstep,
+    # replaced (If-Match) at each later one, removed when the run ends, with its thread, or by
+    # the sweep of runs that ended without removing it.
+    WriteSite("run.progress.create", layout.RUNS, Kind.CREATE, _PROGRESS, (UPLOAD_NEW,), ("execute",)),
+    WriteSite("run.progress.replace", layout.RUNS, Kind.REPLACE, _PROGRESS, (PROGRESS,), ("execute",)),
+    WriteSite(
+        "run.progress.delete",
+        layout.RUNS,
+        Kind.DELETE,
+        _PROGRESS,
+        (PROGRESS, THREAD_DELETE, EVENT_SWEEP),
+        ("execute", "delete", "sweep"),
     ),
     WriteSite("container.create", "", Kind.CONTAINER, "", (UPLOAD_NEW,), ("turn", "execute")),
     WriteSite("queue.send", "", Kind.SEND, "", (RUN_QUEUE,), ("accept", "execute", "callback")),

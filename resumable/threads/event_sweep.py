@@ -5,12 +5,17 @@ before the log is ever created, and only a thread's DELETE (or retention, which 
 removes the record; a log without one is what a crash left between the two (a delete that
 stopped after the record, a writer that stopped before removing the log it created after
 a delete, or could not tell). Nothing reads a log without its record, so it can go at once.
+
+A run's progress checkpoints (``runs/<run_id>/progress-<n>.bin``) go the same way, and also
+once their run has ended: the run removes them itself, so one left is what a crash between
+its outcome and that removal left (``background/progress.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from typing import TYPE_CHECKING
 
 from ..storage import layout, sdk
@@ -33,10 +38,14 @@ async def sweep_event_logs(container: ContainerClient, token: str | None, size: 
     async def one(log: str) -> int:
         record = layout.record_blob(layout.RUNS, log.removeprefix(layout.RUNS).split("/", 1)[0])
         async with gate:
-            if record in names:  # the record sorts just before its logs: often on this page
+            progress = layout.is_run_progress(log)
+            if record in names and not progress:  # the record sorts just before its logs: often on this page
                 return 0
             with storage_unavailable_on_failure("sweep event logs"):
-                if await container.get_blob_client(record).exists():
+                if progress:
+                    if not await _ended_or_gone(container, record):
+                        return 0
+                elif await container.get_blob_client(record).exists():
                     return 0
                 with contextlib.suppress(sdk.ResourceNotFoundError):
                     await container.delete_blob(log)
@@ -60,5 +69,19 @@ async def delete_run_events(container: ContainerClient, run_id: str) -> int:
                 deleted += 1
     return deleted
 
+
+async def _ended_or_gone(container: ContainerClient, record: str) -> bool:
+    """Whether a run's record is gone or says the run ended (its progress can go)."""
+    try:
+        data = await (await container.get_blob_client(record).download_blob()).readall()
+    except sdk.ResourceNotFoundError:
+        return True
+    try:
+        return json.loads(data).get("status") in _ENDED
+    except (ValueError, AttributeError):
+        return False  # unreadable: leave it to retention with its record
+
+
+_ENDED = frozenset({"succeeded", "failed", "cancelled"})
 
 __all__ = ["delete_run_events", "sweep_event_logs"]

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+import workflows
 from devtools import write_faults
 from devtools.function_host import FunctionHost
 from devtools.instances import Instance, separate_instances
@@ -77,6 +78,9 @@ CELLS: list[tuple[str, str]] = [
     ("run.events.create", "background"),
     ("run.events.append", "background"),
     ("run.events.delete", "delete"),
+    ("run.progress.create", "durable"),
+    ("run.progress.replace", "durable"),
+    ("run.progress.delete", "durable"),
     ("callback.create", "callback"),
     ("callback.replace", "callback"),
     ("callback.delete", "delete"),
@@ -95,6 +99,8 @@ async def ctx(host: FunctionHost, queue_env: str, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("CALLBACK_SECRET", CALLBACK_SECRET)
     monkeypatch.setenv("CALLBACK_ALLOW_LOCAL_HTTP", "true")
     monkeypatch.setenv("CALLBACK_RETRY_SCHEDULE", "0")
+    # The ``durable`` scenario's workflow: many supersteps, so a progress checkpoint is replaced.
+    monkeypatch.setitem(workflows.REGISTRY, "loop", "bench.loop_workflow:SPEC")
     # Flush a run's events at once, so even the default workflow's short runs write their log.
     monkeypatch.setattr(run_events, "FLUSH_SECONDS", 0.001)
     # A message whose record never landed waits this long per delivery: not at all, here.
