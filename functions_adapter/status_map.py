@@ -55,6 +55,8 @@ STATUS: dict[type[e.ResumeError], int] = {
     e.RunCancelled: 500,
     e.RunTakenOver: 500,
     e.AlreadyCommitted: 500,
+    e.ProgressNotSaved: 500,
+    e.HandedOn: 500,
     # storage
     e.StorageUnavailable: 503,
     e.RecordContended: 500,

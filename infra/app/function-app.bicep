@@ -129,6 +129,9 @@ var appSettings = {
   SSE_KEEPALIVE_SECONDS: '15'
   // How long an enqueue turn waits for the turn ahead of it on the same instance (then 409).
   THREAD_LOCK_WAIT_SECONDS: '30'
+  // How long one invocation runs a superstep-durable background turn before handing it on at a
+  // superstep boundary; below host.json's functionTimeout (30 min) by more than one superstep.
+  RUN_BUDGET_SECONDS: '1500'
   // Who may touch a thread (module:function); the ready one binds thread IDs to the caller's
   // Entra ID object ID, trusted only with Easy Auth on (easyAuthClientId below).
   THREAD_AUTHORIZER: threadAuthorizer

@@ -41,7 +41,7 @@ from agent_framework import Workflow, WorkflowCheckpoint
 from azure.storage.blob.aio import ContainerClient
 
 from ..base import strict_json
-from ..base.errors import ResumeError, RunTakenOver
+from ..base.errors import HandedOn, ProgressNotSaved, ResumeError, RunTakenOver
 from ..checkpoints.codec import CheckpointCodec
 from ..checkpoints.gate import off_loop
 from ..checkpoints.mac import CheckpointMac, MacMismatch
@@ -54,20 +54,6 @@ from .schema import RunRecord
 logger = logging.getLogger(__name__)
 _VERSION = 1
 _STEP = "superstep"  # blob metadata: which superstep the blob holds (tells our own lost write)
-
-
-class ProgressNotSaved(ResumeError):
-    """A progress checkpoint could not be written: the run stops and the next delivery
-    continues from the last one that was."""
-
-    code = "progress_not_saved"
-
-
-class HandedOn(ResumeError):
-    """The attempt spent its time budget: it stopped at a superstep boundary, after saving
-    progress, and the run goes on in a new invocation."""
-
-    code = "handed_on"
 
 
 class RunProgress:

@@ -59,7 +59,9 @@ never raised itself. ``tests/adapter/test_error_tree.py`` holds this drawing to 
     │   ├── RunCancelled                cancelled
     │   ├── RunTakenOver                lease_lost
     │   ├── AlreadyCommitted            already_committed
-    │   └── RunRecordUnreadable         run_record_unreadable
+    │   ├── RunRecordUnreadable         run_record_unreadable
+    │   ├── ProgressNotSaved            progress_not_saved
+    │   └── HandedOn                    handed_on
     ├── StorageError
     │   ├── StorageUnavailable          storage_unavailable
     │   ├── RecordContended             record_contended
@@ -331,6 +333,20 @@ class RunRecordUnreadable(ExecutionError):
     """A background run's record exists but is not one this app wrote."""
 
     code = "run_record_unreadable"
+
+
+class ProgressNotSaved(ExecutionError):
+    """A progress checkpoint could not be written: the run stops and the next delivery
+    continues from the last one that was."""
+
+    code = "progress_not_saved"
+
+
+class HandedOn(ExecutionError):
+    """The attempt spent its time budget: it stopped at a superstep boundary, after saving
+    progress, and the run goes on in a new invocation."""
+
+    code = "handed_on"
 
 
 class StorageError(ResumeError):
