@@ -27,9 +27,13 @@ requests ever share a mutable checkpoint. Decoding is cheap next to a storage ro
 The byte bound counts what an entry really occupies (``footprint``: the bytes object, the
 metadata dict and its strings, the key, the entry's own objects), not the blob's length,
 so ``CHECKPOINT_CACHE_BYTES`` bounds the cache's share of the process (a test compares it
-with ``tracemalloc``). Nothing else of a finished run stays: the run's workflow, executors
-and decoded checkpoints are freed by reference counting when its call ends
-(``af_internals.unlink_handlers``, ``boundary.release_frames``).
+with ``tracemalloc``). What the cache lets go of (an entry pushed out, forgotten, or dropped
+by a resize) is freed on the codec thread (``gate.release``), not on the event loop: once
+the cache is full, every insert pushes out about a checkpoint's worth of bytes, and freeing
+a large object runs in the thread that drops its last reference. Nothing else of a
+finished run stays: the run's workflow, executors and decoded checkpoints are freed by
+reference counting when its call ends (``af_internals.unlink_handlers``,
+``boundary.release_frames``).
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
+
+from . import gate
 
 # Flex Consumption instances have 2 GB (or 512 MB, or 4 GB): 128 MiB holds thousands of
 # typical (2-50 KB) checkpoints and leaves room for a burst of large ones in flight.
@@ -67,7 +73,8 @@ class CachedBlob:
 
 
 class _Lru(Generic[_V]):
-    """An LRU map bounded by a total cost."""
+    """An LRU map bounded by a total cost. What it lets go of, it returns rather than drops:
+    the caller chooses the thread that frees it."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
@@ -81,20 +88,31 @@ class _Lru(Generic[_V]):
         self._items.move_to_end(key)
         return found[0]
 
-    def put(self, key: tuple[str, str], value: _V, cost: int) -> None:
-        self.pop(key)
+    def put(self, key: tuple[str, str], value: _V, cost: int) -> list[_V]:
+        """Keep ``value``; the entries it replaced or pushed out, least recent first."""
+        dropped = self.pop(key)
         if cost > self.capacity // 4:  # one huge entry would flush everything else
-            return
+            return dropped
         self._items[key] = (value, cost)
         self.size += cost
         while self.size > self.capacity:
-            _, (_, dropped) = self._items.popitem(last=False)
-            self.size -= dropped
+            _, (old, old_cost) = self._items.popitem(last=False)
+            dropped.append(old)
+            self.size -= old_cost
+        return dropped
 
-    def pop(self, key: tuple[str, str]) -> None:
+    def pop(self, key: tuple[str, str]) -> list[_V]:
         found = self._items.pop(key, None)
-        if found is not None:
-            self.size -= found[1]
+        if found is None:
+            return []
+        self.size -= found[1]
+        return [found[0]]
+
+    def clear(self) -> list[_V]:
+        dropped = [value for value, _ in self._items.values()]
+        self._items.clear()
+        self.size = 0
+        return dropped
 
 
 class CheckpointCache:
@@ -106,6 +124,7 @@ class CheckpointCache:
 
     def resize(self, max_bytes: int) -> None:
         if max_bytes != self._blobs.capacity:
+            gate.release(self._blobs.clear())
             self._blobs = _Lru(max_bytes)
 
     @property
@@ -115,7 +134,7 @@ class CheckpointCache:
 
     def put(self, scope: str, checkpoint_id: str, blob: CachedBlob) -> None:
         if self._blobs.capacity:
-            self._blobs.put((scope, checkpoint_id), blob, footprint(checkpoint_id, blob))
+            gate.release(self._blobs.put((scope, checkpoint_id), blob, footprint(checkpoint_id, blob)))
 
     def find(self, scope: str, checkpoint_id: str, *, head_of: str | None) -> CachedBlob | None:
         """The blob, if the rule above lets the cache answer: by ID (``head_of`` None) only
@@ -128,7 +147,7 @@ class CheckpointCache:
         return blob
 
     def forget(self, scope: str, checkpoint_id: str) -> None:
-        self._blobs.pop((scope, checkpoint_id))
+        gate.release(self._blobs.pop((scope, checkpoint_id)))
 
 
 def footprint(checkpoint_id: str, blob: CachedBlob) -> int:
