@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+INSERT_MIB = [1, 4, 24]  # 24: under a quarter of the default cache, the largest it keeps
 VARIANTS = {"full": None, "roomy": str(1024 * 1024 * 1024), "off": "0"}
 
 
@@ -100,6 +101,36 @@ async def _child(state_bytes: int, concurrency: int, warmup: int, bursts: int) -
     return {"bursts": rows, "stalls_over_50_ms": summarize(stalled, over_ms=50, top=6)}
 
 
+async def _inserts(sizes_mib: list[int], measured: int) -> dict[str, Any]:
+    """The loop's time in one insert into the full default cache, by entry size: the bytes
+    are built on another thread, as an encode or a download builds them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from resumable.checkpoints.cache import DEFAULT_CACHE_BYTES, CachedBlob, CheckpointCache
+
+    loop = asyncio.get_running_loop()
+    out: dict[str, Any] = {}
+    with ThreadPoolExecutor(1) as builder:
+        for size in sizes_mib:
+            cache = CheckpointCache(DEFAULT_CACHE_BYTES)
+            fill = DEFAULT_CACHE_BYTES // (size * 2**20) + 1
+            times = []
+            for i in range(fill + measured):
+                data = await loop.run_in_executor(builder, os.urandom, size * 2**20)
+                blob = CachedBlob(data, {"status": "idle"}, None, time.time(), time.monotonic())
+                del data
+                started = time.perf_counter()
+                cache.put("bench", f"{size}-{i}", blob)
+                if i >= fill:
+                    times.append((time.perf_counter() - started) * 1000)
+                del blob
+                await asyncio.sleep(0.002)  # the codec thread's turn, as between requests
+            out[f"{size} MiB"] = {"median_ms": round(statistics.median(times), 3), "max_ms": round(max(times), 3)}
+            cache.resize(0)
+            await asyncio.sleep(0.05)
+    return out
+
+
 def _tree_at(ref: str, into: Path) -> Path:
     """The repository's files at ``ref``, with this script copied in."""
     git = shutil.which("git") or "git"
@@ -120,6 +151,7 @@ def _run(tree: Path, variant: str, args: argparse.Namespace, container: str) -> 
         [
             *(sys.executable, "-m", "bench.cache_full", "--child", f"--bytes={args.bytes}"),
             *(f"--concurrency={args.concurrency}", f"--warmup={args.warmup}", f"--bursts={args.bursts}"),
+            *(["--inserts"] if variant == "full" else []),
         ],
         cwd=tree,
         env=env,
@@ -151,6 +183,19 @@ def _table(results: dict[str, list[dict[str, Any]]]) -> str:
                 f"| {statistics.median(puts):.2f} / {max(puts):.2f} "
                 f"| {', '.join(str(b['evicted']) for b in bursts)} |"
             )
+    lines += [
+        "",
+        "| run | " + " | ".join(f"one insert, {size} MiB entries: loop ms median / max" for size in INSERT_MIB) + " |",
+        "|---|" + "---|" * len(INSERT_MIB),
+    ]
+    for name, runs in results.items():
+        for run in runs:
+            if "inserts" in run:
+                cells = [
+                    f"{run['inserts'][f'{size} MiB']['median_ms']:.3f} / {run['inserts'][f'{size} MiB']['max_ms']:.3f}"
+                    for size in INSERT_MIB
+                ]
+                lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -164,10 +209,14 @@ def main() -> None:
     parser.add_argument("--before", help="a commit whose tree runs the 'full' variant too")
     parser.add_argument("--variants", default="full,roomy,off")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--inserts", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("MAX_CHECKPOINT_BYTES", str(64 * 1024 * 1024))
     if args.child:
-        print(json.dumps(asyncio.run(_child(args.bytes, args.concurrency, args.warmup, args.bursts))))
+        result = asyncio.run(_child(args.bytes, args.concurrency, args.warmup, args.bursts))
+        if args.inserts:
+            result["inserts"] = asyncio.run(_inserts(INSERT_MIB, 20))
+        print(json.dumps(result))
         return
     from devtools.azurite import start_azurite
 
