@@ -169,19 +169,22 @@ def _run(tree: Path, variant: str, args: argparse.Namespace, container: str) -> 
 def _table(results: dict[str, list[dict[str, Any]]]) -> str:
     lines = [
         "| run | load (1 min) | worst lag per burst, ms | over 50 ms | loop CPU ms per burst (median) "
-        "| loop ms in cache.put per burst (median / max) | evicted per burst |",
-        "|---|---|---|---|---|---|---|",
+        "| loop ms in cache.put per burst (median / max) | evicted per burst "
+        "| stalls over 50 ms: wall / loop CPU / other threads' CPU, ms |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, runs in results.items():
         for run in runs:
             bursts = run["bursts"]
             lags = [b["worst_lag_ms"] for b in bursts]
             puts = [b["put_ms"] for b in bursts]
+            stalls = run["stalls_over_50_ms"]
             lines.append(
                 f"| {name} | {run['load'][0]}–{run['load'][1]} | {', '.join(f'{lag:.0f}' for lag in lags)} "
                 f"| {sum(lag > 50 for lag in lags)} | {statistics.median(b['loop_cpu_ms'] for b in bursts):.0f} "
                 f"| {statistics.median(puts):.2f} / {max(puts):.2f} "
-                f"| {', '.join(str(b['evicted']) for b in bursts)} |"
+                f"| {', '.join(str(b['evicted']) for b in bursts)} "
+                f"| {stalls['wall_ms']:.0f} / {stalls['loop_cpu_ms']:.0f} / {stalls['other_cpu_ms']:.0f} |"
             )
     lines += [
         "",
