@@ -17,7 +17,7 @@ A request waiting for its turn holds no checkpoint bytes yet. The run itself (th
 workflow's executors) is not gated: a model-backed workflow waits on its model for
 seconds and must hold no one up. Nor is a transfer that waited
 ``MAX_WAIT_SECONDS`` (a hung storage call elsewhere): the gate smooths bursts, it never
-stalls a request. The same thread frees what the checkpoint cache evicts (``release``).
+stalls a request. The same thread frees the large entries the checkpoint cache lets go of (``release``).
 """
 
 from __future__ import annotations
