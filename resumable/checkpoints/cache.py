@@ -27,9 +27,14 @@ requests ever share a mutable checkpoint. Decoding is cheap next to a storage ro
 The byte bound counts what an entry really occupies (``footprint``: the bytes object, the
 metadata dict and its strings, the key, the entry's own objects), not the blob's length,
 so ``CHECKPOINT_CACHE_BYTES`` bounds the cache's share of the process (a test compares it
-with ``tracemalloc``). Nothing else of a finished run stays: the run's workflow, executors
-and decoded checkpoints are freed by reference counting when its call ends
-(``af_internals.unlink_handlers``, ``boundary.release_frames``).
+with ``tracemalloc``). Once the cache is full, every insert pushes out about a checkpoint's
+worth of bytes, and freeing an object runs in the thread that drops its last reference: an
+entry of ``RELEASE_OFF_LOOP_BYTES`` or more that the cache lets go of (pushed out or
+forgotten), and everything a resize drops, is freed on the codec thread (``gate.release``),
+not on the event loop; a smaller entry is freed on the spot, which costs less. Nothing else of a
+finished run stays: the run's workflow, executors and decoded checkpoints are freed by
+reference counting when its call ends (``af_internals.unlink_handlers``,
+``boundary.release_frames``).
 """
 
 from __future__ import annotations
@@ -40,12 +45,19 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from . import gate
+
 # Flex Consumption instances have 2 GB (or 512 MB, or 4 GB): 128 MiB holds thousands of
 # typical (2-50 KB) checkpoints and leaves room for a burst of large ones in flight.
 DEFAULT_CACHE_BYTES = 128 * 1024 * 1024
 FRESH_SECONDS = 300.0
 RETENTION_SAFE_SECONDS = 23 * 3600.0
 MAX_HEADS = 10_000
+# From this size an evicted entry is freed on the codec thread. Below it, freeing on the
+# loop costs less than the hop: a full cache's insert of 1 or 4 MiB, eviction and free
+# included, takes 0.03-0.05 ms on the loop, the hop adds 0.02-0.2 ms (a thread's wake-up);
+# freeing a 24 MiB entry there took up to 1.7 ms (bench/results.md, "the loop with a full cache").
+RELEASE_OFF_LOOP_BYTES = 8 * 1024 * 1024
 # What one entry costs beyond its data, metadata and ID: the LRU's node and key tuple,
 # the (value, cost) pair, the ``CachedBlob`` and its two floats (CPython 3.13, 64-bit).
 ENTRY_OVERHEAD = 320
@@ -67,7 +79,8 @@ class CachedBlob:
 
 
 class _Lru(Generic[_V]):
-    """An LRU map bounded by a total cost."""
+    """An LRU map bounded by a total cost. What it lets go of, it returns rather than drops:
+    the caller chooses the thread that frees it."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
@@ -81,20 +94,31 @@ class _Lru(Generic[_V]):
         self._items.move_to_end(key)
         return found[0]
 
-    def put(self, key: tuple[str, str], value: _V, cost: int) -> None:
-        self.pop(key)
+    def put(self, key: tuple[str, str], value: _V, cost: int) -> list[_V]:
+        """Keep ``value``; the entries it replaced or pushed out, least recent first."""
+        dropped = self.pop(key)
         if cost > self.capacity // 4:  # one huge entry would flush everything else
-            return
+            return dropped
         self._items[key] = (value, cost)
         self.size += cost
         while self.size > self.capacity:
-            _, (_, dropped) = self._items.popitem(last=False)
-            self.size -= dropped
+            _, (old, old_cost) = self._items.popitem(last=False)
+            dropped.append(old)
+            self.size -= old_cost
+        return dropped
 
-    def pop(self, key: tuple[str, str]) -> None:
+    def pop(self, key: tuple[str, str]) -> list[_V]:
         found = self._items.pop(key, None)
-        if found is not None:
-            self.size -= found[1]
+        if found is None:
+            return []
+        self.size -= found[1]
+        return [found[0]]
+
+    def clear(self) -> list[_V]:
+        dropped = [value for value, _ in self._items.values()]
+        self._items.clear()
+        self.size = 0
+        return dropped
 
 
 class CheckpointCache:
@@ -106,6 +130,7 @@ class CheckpointCache:
 
     def resize(self, max_bytes: int) -> None:
         if max_bytes != self._blobs.capacity:
+            gate.release(self._blobs.clear())
             self._blobs = _Lru(max_bytes)
 
     @property
@@ -115,7 +140,7 @@ class CheckpointCache:
 
     def put(self, scope: str, checkpoint_id: str, blob: CachedBlob) -> None:
         if self._blobs.capacity:
-            self._blobs.put((scope, checkpoint_id), blob, footprint(checkpoint_id, blob))
+            _let_go(self._blobs.put((scope, checkpoint_id), blob, footprint(checkpoint_id, blob)))
 
     def find(self, scope: str, checkpoint_id: str, *, head_of: str | None) -> CachedBlob | None:
         """The blob, if the rule above lets the cache answer: by ID (``head_of`` None) only
@@ -128,7 +153,15 @@ class CheckpointCache:
         return blob
 
     def forget(self, scope: str, checkpoint_id: str) -> None:
-        self._blobs.pop((scope, checkpoint_id))
+        _let_go(self._blobs.pop((scope, checkpoint_id)))
+
+
+def _let_go(dropped: list[CachedBlob]) -> None:
+    """Free small entries here (a few microseconds each, less than a hop to another thread)
+    and hand large ones to the codec thread (freeing tens of MiB unmaps them: milliseconds)."""
+    large = [blob for blob in dropped if len(blob.data) >= RELEASE_OFF_LOOP_BYTES]
+    dropped.clear()  # before the hand-off: no reference may stay behind on this thread
+    gate.release(large)
 
 
 def footprint(checkpoint_id: str, blob: CachedBlob) -> int:

@@ -17,7 +17,7 @@ A request waiting for its turn holds no checkpoint bytes yet. The run itself (th
 workflow's executors) is not gated: a model-backed workflow waits on its model for
 seconds and must hold no one up. Nor is a transfer that waited
 ``MAX_WAIT_SECONDS`` (a hung storage call elsewhere): the gate smooths bursts, it never
-stalls a request.
+stalls a request. The same thread frees the large entries the checkpoint cache lets go of (``release``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, MutableSequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -77,3 +77,22 @@ async def off_loop(work: Callable[..., _T], *args: Any) -> _T:
     """Run ``work`` on the codec thread: for work whose size is known only once it is done
     (encoding a checkpoint), where guessing small would hold the loop for a large one."""
     return await asyncio.get_running_loop().run_in_executor(_codec, work, *args)
+
+
+def release(garbage: MutableSequence[Any]) -> None:
+    """Drop ``garbage``'s references on the codec thread, one item at a time, when called on a
+    running loop: freeing a megabyte happens in whatever thread drops the last reference, and
+    on the loop every request waits for it. One at a time, the loop can take the GIL back
+    between items. Without a running loop (or after shutdown) they go here and now."""
+    if not garbage:
+        return
+    try:
+        asyncio.get_running_loop()
+        _codec.submit(_drop_each, garbage)
+    except RuntimeError:  # no running loop, or the executor is shut down
+        garbage.clear()
+
+
+def _drop_each(garbage: MutableSequence[Any]) -> None:
+    while garbage:
+        garbage.pop()
