@@ -190,7 +190,7 @@ async def test_idempotency_key_retry_replays_the_202_byte_for_byte(
 
 
 async def test_an_accept_costs_one_enqueue_and_one_or_three_blob_operations(
-    recording: FunctionHost, queue_env: str, ops: Any
+    recording: FunctionHost, queue_env: str, ops: Any, runner: QueueRunner
 ) -> None:
     await _accept(recording, messages="warm up: creates the queue and the container")
     await _accept(recording, "/api/threads/counted/runs", messages="warm up the thread")
@@ -200,8 +200,15 @@ async def test_an_accept_costs_one_enqueue_and_one_or_three_blob_operations(
     ops.reset()
     await _accept(recording, "/api/threads/counted/runs", messages="counted")
     # + the thread's pointer, read to refuse now what the turn would be refused for (the
-    # thread has no turns yet, so no checkpoint is read), and the pending list's read and CAS.
-    assert dict(ops.counts) == {"POST": 1, "GET": 2, "PUT": 2}
+    # thread has no turns yet, so no checkpoint is read), its metadata (a thread with no turn
+    # yet is its metadata's origin's: threads/ownership.py), and the pending list's read and CAS.
+    assert dict(ops.counts) == {"POST": 1, "GET": 3, "PUT": 2}
+    await runner.run_until_idle()
+    ops.reset()
+    await _accept(recording, "/api/threads/counted/runs", messages="counted again")
+    # Once the thread has a turn, its pointer alone says whose it is: the pointer, its head
+    # checkpoint (now there is one), and the pending list's read and CAS; no metadata read.
+    assert dict(ops.counts) == {"POST": 1, "GET": 3, "PUT": 2}
 
 
 # -- execution ------------------------------------------------------------------------------

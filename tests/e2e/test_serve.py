@@ -130,14 +130,30 @@ async def test_unknown_routes_and_wrong_methods_answer_the_documented_error_shap
             assert error["code"] == "method_not_allowed" and set(error) == {"code", "message"}
 
 
-def test_the_request_log_line_names_route_status_and_duration(served: Serving) -> None:
-    """After a run above: one line per request, with what an operator reads first."""
-    assert re.search(r"request completed: POST runs -> 200 in \d+(\.\d+)? ms", served.output()), served.output()[-3000:]
+async def _logged_run(served: Serving) -> str:
+    """The server's output once a run of this test's own is logged (a parallel worker may not
+    have run the module's other tests on this server)."""
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{served.base}/runs", json={"messages": "log me"}) as response,
+    ):
+        assert response.status == 200
+    for _ in range(200):
+        if "POST runs -> 200" in served.output():
+            break
+        await asyncio.sleep(0.05)
+    return served.output()
 
 
-def test_agent_framework_logs_nothing_per_request_at_info(served: Serving) -> None:
-    """After the runs above: no per-superstep or per-build framework lines."""
-    out = served.output()
+async def test_the_request_log_line_names_route_status_and_duration(served: Serving) -> None:
+    """After a run: one line per request, with what an operator reads first."""
+    out = await _logged_run(served)
+    assert re.search(r"request completed: POST runs -> 200 in \d+(\.\d+)? ms", out), out[-3000:]
+
+
+async def test_agent_framework_logs_nothing_per_request_at_info(served: Serving) -> None:
+    """After a run: no per-superstep or per-build framework lines."""
+    out = await _logged_run(served)
     assert "POST runs -> 200" in out
     assert "Dead-end executors detected" not in out
     assert "Created checkpoint" not in out
