@@ -75,6 +75,8 @@ HTTP_FUNCTIONS = {
     "delete_conversation": ("conversations/{conversation_id}", {"DELETE"}, "FUNCTION"),
     "conversation_items": ("conversations/{conversation_id}/items", {"GET"}, "FUNCTION"),
     "ag_ui": ("ag-ui", {"POST"}, "FUNCTION"),
+    "a2a_card": ("a2a/{workflow}/.well-known/agent-card.json", {"GET"}, "FUNCTION"),
+    "a2a_rpc": ("a2a/{workflow}", {"POST"}, "FUNCTION"),
     "health": ("health", {"GET"}, "ANONYMOUS"),
     "openapi": ("openapi.json", {"GET"}, "ANONYMOUS"),
 }
