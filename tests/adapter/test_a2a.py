@@ -121,7 +121,7 @@ async def test_another_origins_task_is_refused_as_on_the_runs_route(
         (b'{"jsonrpc": "2.0", "id": 1, "method": "NoSuchMethod"}', -32601),
         (b'{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"parts": []}}}', -32602),
         (
-            b'{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "00000000-0000-4000-8000-000000000000"}}',
+            b'{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "0000000000004000800000000000000a"}}',
             -32001,
         ),
     ],
@@ -130,3 +130,20 @@ async def test_hostile_input_gets_json_rpc_errors(host: FunctionHost, queue_env:
     response = await host.request("POST", ENDPOINT, body=body, headers={"Content-Type": "application/json"})
     assert response.status == 200
     assert (await response.json())["error"]["code"] == code
+
+
+async def test_an_approval_is_input_required_and_the_answer_on_the_task_finishes_it(
+    host: FunctionHost, runner: Any
+) -> None:
+    asked = (await _rpc(host, "SendMessage", {"message": _message("needs approval please")}))["result"]["task"]
+    assert asked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", asked
+    (pending,) = asked["status"]["message"]["parts"][1]["data"]["pending_requests"]
+    wrong = {**_message("x", taskId=asked["id"]), "parts": [{"data": {"responses": {"no-such-request": "yes"}}}]}
+    refused = (await _rpc(host, "SendMessage", {"message": wrong}))["error"]  # refused before it runs
+    assert refused["code"] == -32602
+    assert refused["data"]["error"]["details"]["unknown_request_ids"] == ["no-such-request"]
+    answer = {**_message("x", taskId=asked["id"]), "parts": [{"data": {"responses": {pending["request_id"]: "yes"}}}]}
+    done = (await _rpc(host, "SendMessage", {"message": answer}))["result"]["task"]
+    assert done["contextId"] == asked["contextId"]
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED", done
+    assert 'Approval answer: "yes"' in done["artifacts"][0]["parts"][0]["text"]
