@@ -4,7 +4,7 @@
 ``.well-known/agent-card.json``), picks the card's JSON-RPC interface and sends A2A v1.0 calls
 with the function key in ``x-functions-key``: two messages on one context (the second reply
 is the thread's turn 2), a streamed message, GetTask, and the errors a client maps to its own
-exception types.
+exception types; and Agent Framework's ``A2AAgent`` with the workflow as its remote agent.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
-from a2a.client import Client, ClientConfig, create_client
+from a2a.client import A2ACardResolver, Client, ClientConfig, create_client
 from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, StreamResponse, TaskState
 from a2a.utils.errors import TaskNotFoundError
+from agent_framework_a2a import A2AAgent
 
 from tests.serving import Serving, serving
 
@@ -79,3 +80,17 @@ async def test_a_streamed_message_ends_with_the_reply_and_completed(streaming: C
 async def test_an_unknown_task_is_the_sdks_task_not_found(blocking: Client) -> None:
     with pytest.raises(TaskNotFoundError):
         await blocking.get_task(GetTaskRequest(id=str(uuid.uuid4())))
+
+
+async def test_agent_frameworks_a2a_agent_keeps_one_context_across_runs(served: Serving) -> None:
+    """Agent Framework's own client agent (``agent-framework-a2a``'s ``A2AAgent``) with the
+    workflow as its remote agent: two runs on one session are turns 1 and 2 of one thread."""
+    async with httpx.AsyncClient(headers={"x-functions-key": "local"}, timeout=120) as http:
+        card = await A2ACardResolver(http, f"{served.base}/a2a/default").get_agent_card()
+        agent = A2AAgent(agent_card=card, http_client=http)
+        session = agent.create_session()
+        first = await agent.run("My name is Ada.", session=session)
+        second = await agent.run("What is my name?", session=session)
+    assert first.text.startswith('turn 1: you said "My name is Ada."')
+    assert second.text.startswith('turn 2: you said "What is my name?"')
+    assert 'Earlier you said: "My name is Ada."' in second.text
