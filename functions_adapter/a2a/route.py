@@ -24,7 +24,9 @@ from functions_adapter.http_responses import json_response
 from functions_adapter.request_trace import traced
 from functions_adapter.sse import KEEPALIVE, MEDIA_TYPE
 from functions_adapter.wiring import build_service, load_settings
+from resumable.base import strict_json
 from resumable.base.errors import ResumeError
+from resumable.base.strict_json import StrictJsonError
 from resumable.core.catalog import WorkflowRef
 
 logger = logging.getLogger(__name__)
@@ -58,9 +60,9 @@ async def _rpc(request: Request, workflow: str) -> Response:
     call_id = None
     try:
         try:
-            payload = json.loads(body)
-        except ValueError:
-            raise RpcError(jsonrpc.PARSE_ERROR, "The body is not JSON.") from None
+            payload = strict_json.loads(body)
+        except StrictJsonError as exc:
+            raise RpcError(jsonrpc.PARSE_ERROR, str(exc)) from None
         call_id = payload.get("id") if isinstance(payload, dict) else None
         call = jsonrpc.parse_call(payload)
         build_service(settings).catalog.check(WorkflowRef.parse(workflow))
