@@ -116,6 +116,8 @@ async def test_another_origins_task_is_refused_as_on_the_runs_route(
     ("body", "code"),
     [
         (b"{not json", -32700),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "method": "CancelTask"}', -32700),  # duplicate keys
+        (b"[" * 100_000, -32700),
         (b"[]", -32600),
         (b'{"jsonrpc": "2.0", "id": 1}', -32600),
         (b'{"jsonrpc": "2.0", "id": 1, "method": "NoSuchMethod"}', -32601),
