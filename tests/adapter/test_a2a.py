@@ -149,3 +149,22 @@ async def test_an_approval_is_input_required_and_the_answer_on_the_task_finishes
     assert done["contextId"] == asked["contextId"]
     assert done["status"]["state"] == "TASK_STATE_COMPLETED", done
     assert 'Approval answer: "yes"' in done["artifacts"][0]["parts"][0]["text"]
+
+
+async def test_a_queued_task_is_cancelled_and_never_runs(host: FunctionHost, queue_env: str) -> None:
+    params = {"message": _message("never"), "configuration": {"returnImmediately": True}}
+    task = (await _rpc(host, "SendMessage", params))["result"]["task"]  # no queue runner: it stays queued
+    assert task["status"]["state"] == "TASK_STATE_SUBMITTED"
+    cancelled = (await _rpc(host, "CancelTask", {"id": task["id"]}))["result"]
+    assert cancelled["status"]["state"] == "TASK_STATE_CANCELED"
+    thread = await host.request("GET", f"/api/threads/{task['contextId']}")
+    assert thread.status == 404  # the turn never ran, so the thread was never made
+
+
+async def test_subscribing_to_a_finished_task_replays_it_and_ends(host: FunctionHost, runner: Any) -> None:
+    task = (await _rpc(host, "SendMessage", {"message": _message("done")}))["result"]["task"]
+    body = {"jsonrpc": "2.0", "id": 3, "method": "SubscribeToTask", "params": {"id": task["id"]}}
+    text = (await (await host.request("POST", ENDPOINT, json_body=body)).body()).decode()
+    (only,) = [json.loads(line[len("data: ") :]) for line in text.splitlines() if line.startswith("data: ")]
+    assert only["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert only["result"]["task"]["artifacts"] == task["artifacts"]
