@@ -8,6 +8,7 @@ over the size limit or a wrong content type, refused as on every route before it
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping
@@ -20,6 +21,7 @@ from functions_adapter.a2a import jsonrpc, tasks, turn_call
 from functions_adapter.a2a.card import agent_card
 from functions_adapter.a2a.jsonrpc import Call, RpcError
 from functions_adapter.api.routes import read_body, require_json, verify_signature
+from functions_adapter.authorization import caller_origin
 from functions_adapter.http_responses import json_response
 from functions_adapter.request_trace import traced
 from functions_adapter.sse import KEEPALIVE, MEDIA_TYPE
@@ -126,10 +128,17 @@ async def _start(call: Call, headers: Mapping[str, str], workflow: str) -> dict[
             raise RpcError(jsonrpc.INVALID_PARAMS, "'taskId' belongs to another context.")
         context_id = thread
     if context_id is None:
-        context_id = f"a2a-{message_id}"  # a retry of the same first message finds the same thread
+        context_id = new_context_id(caller_origin(headers), message_id)
     return await turn_call.start_turn(
         headers, thread_id=context_id, workflow=workflow, message=text, responses=responses, key=message_id
     )
+
+
+def new_context_id(origin: str, message_id: str) -> str:
+    """The thread a message without a context starts: derived from the caller's origin and the
+    messageId, so a retry of that first message finds the same thread (and its idempotency
+    record), another caller's equal messageId a thread of its own, and any messageId a valid ID."""
+    return "a2a-" + hashlib.sha256(f"{origin}\0{message_id}".encode()).hexdigest()[:32]
 
 
 async def _send(call: Call, headers: Mapping[str, str], workflow: str) -> dict[str, Any]:

@@ -168,3 +168,14 @@ async def test_subscribing_to_a_finished_task_replays_it_and_ends(host: Function
     (only,) = [json.loads(line[len("data: ") :]) for line in text.splitlines() if line.startswith("data: ")]
     assert only["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert only["result"]["task"]["artifacts"] == task["artifacts"]
+
+
+async def test_any_message_id_starts_a_thread_of_the_callers_own(
+    host: FunctionHost, runner: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("THREAD_PRINCIPAL_HEADER", "x-caller")
+    message = _message("hello", messageId="not a valid thread ID / at all")
+    alice = (await _rpc(host, "SendMessage", {"message": message}, headers={"x-caller": "alice"}))["result"]["task"]
+    bob = (await _rpc(host, "SendMessage", {"message": message}, headers={"x-caller": "bob"}))["result"]["task"]
+    assert alice["status"]["state"] == bob["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert alice["contextId"] != bob["contextId"] and alice["id"] != bob["id"]
