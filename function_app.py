@@ -175,6 +175,22 @@ async def ag_ui(req: Request) -> Response:
     return await ag_ui.handle_run(req)
 
 
+@app.route(route="a2a/{workflow}/.well-known/agent-card.json", methods=["GET"])
+async def a2a_card(req: Request) -> Response:
+    """A2A: the workflow's agent card (the SDK's card resolver finds it under /api/a2a/{workflow})."""
+    from functions_adapter.a2a import route as a2a  # noqa: PLC0415 - on first use
+
+    return await a2a.handle_card(req, req.path_params.get("workflow", ""))
+
+
+@app.route(route="a2a/{workflow}", methods=["POST"])
+async def a2a_rpc(req: Request) -> Response:
+    """A2A JSON-RPC: SendMessage, SendStreamingMessage, GetTask, CancelTask, SubscribeToTask."""
+    from functions_adapter.a2a import route as a2a  # noqa: PLC0415 - on first use
+
+    return await a2a.handle_rpc(req, req.path_params.get("workflow", ""))
+
+
 @app.route(route="conversations", methods=["POST"])
 async def create_conversation(req: Request) -> Response:
     """OpenAI Conversations API: a new thread with a generated ID (and optional metadata)."""

@@ -381,6 +381,8 @@ def test_routes_and_auth_levels_are_registered_as_documented(host: FunctionHost)
         ("cancel_response", ("POST",), "FUNCTION"),
         ("response_input_items", ("GET",), "FUNCTION"),
         ("ag_ui", ("POST",), "FUNCTION"),
+        ("a2a_card", ("GET",), "FUNCTION"),
+        ("a2a_rpc", ("POST",), "FUNCTION"),
         ("list_threads", ("GET",), "FUNCTION"),
         ("list_workflows", ("GET",), "FUNCTION"),
         ("get_workflow", ("GET",), "FUNCTION"),

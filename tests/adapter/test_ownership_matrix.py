@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,6 +160,28 @@ def mcp(tool: str, arguments: Callable[[World], dict[str, Any]]) -> Call:
         return Answer(0, "forbidden" if re.search(r"\bforbidden\b", text) else None, text)
 
     return call
+
+
+def a2a(method: str, params: dict[str, Any]) -> Call:
+    """An A2A JSON-RPC call to the default workflow's agent: always 200; our refusal's code is
+    in the JSON-RPC error's ``data`` (the HTTP status the same refusal has on the HTTP routes)."""
+
+    async def call(host: FunctionHost, world: World, headers: dict[str, str]) -> Answer:
+        ids = {**vars(world), "thread": THREAD}
+        sent = json.loads(_fill(json.dumps(params), ids))
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": sent}
+        answered = await host.request("POST", "/api/a2a/default", json_body=body, headers=headers)
+        text = (await answered.body()).decode()
+        frames = [line[6:] for line in text.splitlines() if line.startswith("data: ")] or [text]
+        error = json.loads(frames[0]).get("error")
+        code = error["data"]["error"]["code"] if isinstance(error, dict) and "data" in error else None
+        return Answer(answered.status, code, text)
+
+    return call
+
+
+def a2a_message(**fields: str) -> dict[str, Any]:
+    return {"message": {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": "x"}], **fields}}
 
 
 def own_conversation_items() -> Call:
@@ -512,6 +535,44 @@ ROWS: list[Row] = [
         open_to_all=True,
     ),
     # AG-UI: every input that names or touches a thread.
+    Row(
+        "POST /api/a2a/{workflow}",
+        "SendMessage, contextId",
+        a2a("SendMessage", a2a_message(contextId="<thread>")),
+        STREAM_FORBIDDEN,
+        OK,
+    ),
+    Row(
+        "POST /api/a2a/{workflow}",
+        "SendMessage, taskId",
+        a2a("SendMessage", a2a_message(taskId="<run_id>")),
+        STREAM_FORBIDDEN,
+        OK,
+    ),
+    Row(
+        "POST /api/a2a/{workflow}",
+        "SendStreamingMessage",
+        a2a("SendStreamingMessage", a2a_message(contextId="<thread>")),
+        STREAM_FORBIDDEN,
+        None,
+    ),
+    Row("POST /api/a2a/{workflow}", "GetTask", a2a("GetTask", {"id": "<run_id>"}), STREAM_FORBIDDEN, OK),
+    Row("POST /api/a2a/{workflow}", "CancelTask", a2a("CancelTask", {"id": "<run_id>"}), STREAM_FORBIDDEN, None),
+    Row(
+        "POST /api/a2a/{workflow}",
+        "SubscribeToTask",
+        a2a("SubscribeToTask", {"id": "<run_id>"}),
+        STREAM_FORBIDDEN,
+        None,
+    ),
+    Row(
+        "GET /api/a2a/{workflow}/.well-known/agent-card.json",
+        "the card",
+        http("GET", "/api/a2a/default/.well-known/agent-card.json"),
+        (200, None),
+        OK,
+        open_to_all=True,
+    ),
     Row("ag-ui:threadId", "reload (no messages)", agui("reload"), STREAM_FORBIDDEN, OK),
     Row("ag-ui:messages", "a turn", agui("messages"), STREAM_FORBIDDEN, OK),
     Row("ag-ui:resume", "an interrupt's answer", agui("resume"), STREAM_FORBIDDEN, OK),

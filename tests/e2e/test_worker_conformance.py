@@ -75,6 +75,8 @@ HTTP_FUNCTIONS = {
     "delete_conversation": ("conversations/{conversation_id}", {"DELETE"}, "FUNCTION"),
     "conversation_items": ("conversations/{conversation_id}/items", {"GET"}, "FUNCTION"),
     "ag_ui": ("ag-ui", {"POST"}, "FUNCTION"),
+    "a2a_card": ("a2a/{workflow}/.well-known/agent-card.json", {"GET"}, "FUNCTION"),
+    "a2a_rpc": ("a2a/{workflow}", {"POST"}, "FUNCTION"),
     "health": ("health", {"GET"}, "ANONYMOUS"),
     "openapi": ("openapi.json", {"GET"}, "ANONYMOUS"),
 }
@@ -215,6 +217,15 @@ async def test_http_routes_through_the_worker_server(worker: WorkerDriver, host:
     async with worker.http("GET", f"/api/threads/{thread_id}", send_route_params=False) as call:
         assert call.response.status == 400
         assert "thread_id must be" in (await call.response.json())["error"]["message"]
+
+    # An A2A card: a route template with a dotted segment, its {workflow} from the route params,
+    # and the card's endpoint built from the URL the worker saw.
+    async with worker.http("GET", "/api/a2a/default/.well-known/agent-card.json") as call:
+        assert call.response.status == 200, await call.response.text()
+        card = await call.response.json()
+    assert (await call.invocation).result.status == SUCCESS
+    assert card["name"] == "default"
+    assert card["supportedInterfaces"][0]["url"].endswith("/api/a2a/default")
 
     # Errors look the same through the worker as through our in-process host.
     for method, path in (("GET", "/api/runs/no-such-run"), ("GET", "/api/checkpoints/no-such-checkpoint")):

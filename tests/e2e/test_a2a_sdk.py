@@ -1,0 +1,96 @@
+"""The A2A SDK's own client (``a2a-sdk`` 1.3, unmodified) against ``scripts/serve.sh``.
+
+``create_client`` resolves the agent card from ``/api/a2a/default`` (its default relative path,
+``.well-known/agent-card.json``), picks the card's JSON-RPC interface and sends A2A v1.0 calls
+with the function key in ``x-functions-key``: two messages on one context (the second reply
+is the thread's turn 2), a streamed message, GetTask, and the errors a client maps to its own
+exception types; and Agent Framework's ``A2AAgent`` with the workflow as its remote agent.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import pytest
+from a2a.client import A2ACardResolver, Client, ClientConfig, create_client
+from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, StreamResponse, TaskState
+from a2a.utils.errors import TaskNotFoundError
+from agent_framework_a2a import A2AAgent
+
+from tests.serving import Serving, serving
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serving]:
+    with serving(tmp_path_factory.mktemp("a2a-sdk")) as server:
+        yield server
+
+
+async def _client(served: Serving, *, streaming: bool) -> AsyncIterator[Client]:
+    http = httpx.AsyncClient(headers={"x-functions-key": "local"}, timeout=120)
+    client = await create_client(f"{served.base}/a2a/default", ClientConfig(streaming=streaming, httpx_client=http))
+    try:
+        yield client
+    finally:
+        await http.aclose()
+
+
+@pytest.fixture
+async def blocking(served: Serving) -> AsyncIterator[Client]:
+    async for client in _client(served, streaming=False):
+        yield client
+
+
+@pytest.fixture
+async def streaming(served: Serving) -> AsyncIterator[Client]:
+    async for client in _client(served, streaming=True):
+        yield client
+
+
+def _request(text: str, context_id: str = "") -> SendMessageRequest:
+    message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)], context_id=context_id)
+    return SendMessageRequest(message=message)
+
+
+async def _events(client: Client, request: SendMessageRequest) -> list[StreamResponse]:
+    return [event async for event in client.send_message(request)]
+
+
+async def test_two_messages_on_one_context_are_turns_1_and_2(blocking: Client) -> None:
+    (first,) = await _events(blocking, _request("My name is Ada."))
+    assert first.task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert first.task.artifacts[0].parts[0].text.startswith('turn 1: you said "My name is Ada."')
+    (second,) = await _events(blocking, _request("What is my name?", first.task.context_id))
+    assert second.task.context_id == first.task.context_id
+    assert second.task.artifacts[0].parts[0].text.startswith('turn 2: you said "What is my name?"')
+    got = await blocking.get_task(GetTaskRequest(id=second.task.id))
+    assert got.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+async def test_a_streamed_message_ends_with_the_reply_and_completed(streaming: Client) -> None:
+    events = await _events(streaming, _request("stream me"))
+    assert events[0].HasField("task")
+    (artifact,) = [e.artifact_update.artifact for e in events if e.HasField("artifact_update")]
+    assert artifact.parts[0].text.startswith('turn 1: you said "stream me"')
+    assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+async def test_an_unknown_task_is_the_sdks_task_not_found(blocking: Client) -> None:
+    with pytest.raises(TaskNotFoundError):
+        await blocking.get_task(GetTaskRequest(id=str(uuid.uuid4())))
+
+
+async def test_agent_frameworks_a2a_agent_keeps_one_context_across_runs(served: Serving) -> None:
+    """Agent Framework's own client agent (``agent-framework-a2a``'s ``A2AAgent``) with the
+    workflow as its remote agent: two runs on one session are turns 1 and 2 of one thread."""
+    async with httpx.AsyncClient(headers={"x-functions-key": "local"}, timeout=120) as http:
+        card = await A2ACardResolver(http, f"{served.base}/a2a/default").get_agent_card()
+        agent = A2AAgent(agent_card=card, http_client=http)
+        session = agent.create_session()
+        first = await agent.run("My name is Ada.", session=session)
+        second = await agent.run("What is my name?", session=session)
+    assert first.text.startswith('turn 1: you said "My name is Ada."')
+    assert second.text.startswith('turn 2: you said "What is my name?"')
+    assert 'Earlier you said: "My name is Ada."' in second.text
