@@ -23,8 +23,8 @@ from starlette.requests import HTTPConnection
 from functions_adapter.authorizers import principal_of
 from functions_adapter.settings import SettingsError
 from functions_adapter.thread_names import origin_for
-from resumable.base.errors import Forbidden
-from resumable.threads.ownership import Caller
+from resumable.base import Forbidden
+from resumable.threads import Caller
 
 logger = logging.getLogger(__name__)
 PRINCIPAL_HEADERS = ("x-ms-client-principal", "x-ms-client-principal-id", "x-ms-client-principal-name")

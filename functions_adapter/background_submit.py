@@ -18,16 +18,24 @@ from functions_adapter.queue_triggers import callbacks_for, run_queue
 from functions_adapter.settings import Settings
 from functions_adapter.turns import Turn
 from functions_adapter.wiring import build_service, container_for, idempotency_store
+from resumable import RunRequest
+from resumable.background import (
+    Accepted,
+    AcceptRequest,
+    Callback,
+    Dedupe,
+    RenderAccepted,
+    RunAcceptor,
+    RunControl,
+    RunRecord,
+    RunRecords,
+    ThreadOrder,
+    owned_run,
+)
 from resumable.background import records as rr
-from resumable.background.accept import Accepted, AcceptRequest, Callback, Dedupe, RenderAccepted, RunAcceptor
-from resumable.background.control import RunControl
-from resumable.background.order import ThreadOrder
-from resumable.background.records import RunRecord, RunRecords
-from resumable.background.run_access import owned_run
-from resumable.base.errors import InvalidRequest, ServerMisconfigured
-from resumable.core.runs import RunRequest
+from resumable.base import InvalidRequest, ServerMisconfigured
 from resumable.storage.record_store import Stored
-from resumable.threads.ownership import Caller
+from resumable.threads import Caller
 
 logger = logging.getLogger(__name__)
 

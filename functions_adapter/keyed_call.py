@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from functions_adapter.authorization import API_ORIGIN
 from functions_adapter.settings import Settings
 from functions_adapter.wiring import idempotency_store
+from resumable import RunService
 from resumable.core.held_claim import HeldClaim
 from resumable.core.idempotency import WEBHOOK_ID, StoredResponse
-from resumable.core.runs import RunService
 
 
 @dataclass(frozen=True, slots=True)

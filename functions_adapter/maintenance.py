@@ -7,8 +7,8 @@ import logging
 
 from functions_adapter.settings import Settings
 from functions_adapter.wiring import build_service, load_settings, workflow_catalog
-from resumable.core.runs import RunService
-from resumable.threads.housekeeping import Report, run_housekeeping
+from resumable import RunService
+from resumable.threads import Report, run_housekeeping
 from resumable.threads.pass_state import live_threads
 
 logger = logging.getLogger(__name__)

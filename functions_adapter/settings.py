@@ -21,7 +21,7 @@ from functions_adapter.setting_names import (  # noqa: F401 - re-exported: calle
     TUNING_SETTINGS,
 )
 from functions_adapter.signatures import SCHEMES, secret_bytes
-from resumable.base.errors import ConfigurationError
+from resumable.base import ConfigurationError
 from resumable.checkpoints.cache import DEFAULT_CACHE_BYTES
 from resumable.checkpoints.codec import DEFAULT_MAX_CHECKPOINT_BYTES
 from resumable.checkpoints.mac import MacConfigError, MacKey, parse_mac_keys

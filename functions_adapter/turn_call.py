@@ -25,14 +25,14 @@ from functions_adapter.keyed_call import DedupeKey
 from functions_adapter.settings import Settings
 from functions_adapter.turns import build_turn
 from functions_adapter.wiring import build_service
-from resumable.base.ids import validate_id
+from resumable.base import validate_id
 from resumable.core.event_pump import IdleTick
 from resumable.core.idempotency import StoredResponse
 from resumable.core.run_owner import RunOwner
 from resumable.core.runs import Event
 
 if TYPE_CHECKING:  # the background modules load on a background run's first use (cold start)
-    from resumable.background.accept import Accepted
+    from resumable.background import Accepted
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from functions_adapter.request_body import parse_run_request
 from functions_adapter.settings import Settings
+from resumable import ThreadRunner
 from resumable.core.runs import Runner, RunRequest, RunService
-from resumable.core.thread_turns import ThreadRunner
 
 
 @dataclass(frozen=True, slots=True)

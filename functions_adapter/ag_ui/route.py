@@ -32,9 +32,9 @@ from functions_adapter.sse import KEEPALIVE, MEDIA_TYPE
 from functions_adapter.status_map import status_of
 from functions_adapter.turn_call import Ran, TurnCall, call_turn
 from functions_adapter.wiring import load_settings
-from resumable.base.errors import NoNewMessages, ResumeError
+from resumable.base import NoNewMessages, ResumeError
 from resumable.core.event_pump import IdleTick
-from resumable.threads.ownership import Caller
+from resumable.threads import Caller
 
 logger = logging.getLogger(__name__)
 ROUTE = "ag-ui"

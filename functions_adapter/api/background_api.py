@@ -22,9 +22,7 @@ from functions_adapter.http_responses import json_response
 from functions_adapter.settings import Settings
 from functions_adapter.sse import KEEPALIVE, MEDIA_TYPE, sse_event
 from functions_adapter.wiring import container_for, load_settings
-from resumable.background import follow
-from resumable.background.events import EventReader, LoggedEvent
-from resumable.background.records import RunRecord, RunRecords
+from resumable.background import EventReader, LoggedEvent, RunRecord, RunRecords, follow
 from resumable.core.event_pump import IdleTick
 from resumable.storage.record_store import Stored
 

@@ -24,8 +24,8 @@ from functions_adapter.request_trace import traced
 from functions_adapter.turn_call import TurnCall, call_turn
 from functions_adapter.turn_response import render_outcome
 from functions_adapter.wiring import build_service, load_settings
-from resumable.base.ids import validate_id
-from resumable.threads.ownership import checkpoint_info
+from resumable.base import validate_id
+from resumable.threads import checkpoint_info
 
 # -- POST /api/runs and POST /api/threads/{thread_id}/runs -------------------------------
 

@@ -17,8 +17,8 @@ from functions_adapter.http_responses import json_response
 from functions_adapter.params import whole_number
 from functions_adapter.request_trace import traced
 from functions_adapter.wiring import build_service, container_for, load_settings
-from resumable.base.errors import Forbidden
-from resumable.threads.listing import MAX_LIST_PAGE, ThreadSummary, list_threads
+from resumable.base import Forbidden
+from resumable.threads import MAX_LIST_PAGE, ThreadSummary, list_threads
 
 ROUTE = "list"
 DEFAULT_LIMIT = 20

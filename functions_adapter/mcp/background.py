@@ -19,8 +19,8 @@ from functions_adapter.mcp.results import ToolResult, arguments_of, reply_text, 
 from functions_adapter.turn_call import Queued, call_turn
 from functions_adapter.wiring import load_settings
 from resumable.background import records as rr
-from resumable.base.errors import InvalidRequest, ResumeError
-from resumable.threads.ownership import Caller
+from resumable.base import InvalidRequest, ResumeError
+from resumable.threads import Caller
 
 MAX_WAIT_SECONDS = 60
 

@@ -27,9 +27,8 @@ from functions_adapter.mcp.results import ToolResult, arguments_of, error_result
 from functions_adapter.settings import SettingsError
 from functions_adapter.turn_call import Ran, call_turn
 from functions_adapter.wiring import MISCONFIGURED, load_settings
-from resumable.base import tracing
-from resumable.base.errors import InvalidRequest, ResumeError, ServerMisconfigured
-from resumable.threads.ownership import Caller
+from resumable.base import InvalidRequest, ResumeError, ServerMisconfigured, tracing
+from resumable.threads import Caller
 
 logger = logging.getLogger(__name__)
 

@@ -47,17 +47,14 @@ from functions_adapter.request_trace import traced
 from functions_adapter.settings import Settings
 from functions_adapter.turns import Turn, build_turn
 from functions_adapter.wiring import build_service, container_for, hosts, load_settings
+from resumable import RunService
+from resumable.background import EventReader, RunRecord, RunRecords, delete_finished_run, owned_record
 from resumable.background import records as rr
-from resumable.background.events import EventReader
-from resumable.background.records import RunRecord, RunRecords
-from resumable.background.run_access import owned_record
-from resumable.background.run_delete import delete_finished_run
-from resumable.base.errors import InvalidRequest
+from resumable.base import InvalidRequest
 from resumable.core.idempotency import StoredResponse
 from resumable.core.run_owner import RunOwner
-from resumable.core.runs import RunService
 from resumable.storage.record_store import Stored
-from resumable.threads.ownership import Caller
+from resumable.threads import Caller
 
 logger = logging.getLogger(__name__)
 # How long a cancel waits for a running response to stop, so the answer says "cancelled".
