@@ -83,7 +83,7 @@ class Settings:
     thread_authorizer: str | None = None
     # How long a DELETE /api/threads/{id} or a housekeeping run works before it stops (202, or a mark).
     thread_delete_seconds: float = 20.0
-    maintenance_seconds: float = 300.0
+    housekeeping_seconds: float = 300.0
     # A turn on an expired thread: "refuse" (410 once) or "restart" ("thread_created": true).
     thread_expired: str = "refuse"
     # Completion callbacks (functions_adapter/callbacks.py).
@@ -129,7 +129,7 @@ class Settings:
             thread_authorizer=env.get("THREAD_AUTHORIZER", "").strip() or None,
             thread_delete_seconds=_positive_float(env, "THREAD_DELETE_SECONDS", 20.0),
             thread_expired=_choice(env, "THREAD_EXPIRED", ("refuse", "restart")),
-            maintenance_seconds=_positive_float(env, "MAINTENANCE_SECONDS", 300.0),
+            housekeeping_seconds=_positive_float(env, "MAINTENANCE_SECONDS", 300.0),
             callback_secrets=_secrets(env, "CALLBACK_SECRET"),
             callback_url=env.get("CALLBACK_URL", "").strip() or None,
             callback_allowed_hosts=tuple(
