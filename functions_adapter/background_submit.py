@@ -131,7 +131,7 @@ async def authorized_run(
     settings: Settings, run_id: str, caller: Caller, headers: Mapping[str, str], route: str
 ) -> Stored[RunRecord]:
     """The run's record, once the thread authorizer allowed this caller its thread; a run
-    of another origin (``authorization.origin_of``) is 403, as its thread is."""
+    of another origin (``callers.origin_of``) is 403, as its thread is."""
     found = await owned_run(run_control(settings), run_id, caller)
     if found.value.thread_id is not None:
         await thread_access.gate(headers, settings, route, found.value.thread_id)

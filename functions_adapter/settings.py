@@ -153,7 +153,7 @@ class Settings:
     # How long one invocation runs a ``superstep`` background turn before handing it on at a
     # superstep boundary: under host.json's functionTimeout (30 min), with room for the last superstep.
     run_budget_seconds: float = 1500.0
-    # Who may touch a thread: ``module:function`` (functions_adapter/authorization.py).
+    # Who may touch a thread: ``module:function`` (functions_adapter/callers.py).
     thread_authorizer: str | None = None
     # How long a DELETE /api/threads/{id} or a housekeeping run works before it stops (202, or a mark).
     thread_delete_seconds: float = 20.0

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from functions_adapter.authorization import authorize
+from functions_adapter.callers import authorize
 from functions_adapter.settings import Settings
 from functions_adapter.wiring import build_service, container_for
 from resumable import RunService

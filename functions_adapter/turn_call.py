@@ -41,7 +41,7 @@ class TurnCall:
 
     ``body``: the turn in the runs routes' JSON shape (messages, responses, workflow,
     stream/background, callback): what the one parser checks and a background run's record
-    keeps. ``origin``: who sends it (``authorization.origin_of``): the thread records it and
+    keeps. ``origin``: who sends it (``callers.origin_of``): the thread records it and
     a key is scoped to it. ``authorizer_headers``: what the thread authorizer sees; None for
     an adapter's turn, whose sender's signature authenticated it and whose origin confines
     it. ``fingerprint``: what a retry under ``dedupe``'s key must match (needed with a key).

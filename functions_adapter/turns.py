@@ -45,7 +45,7 @@ def build_turn(
     ``WorkflowNotFound`` (404, listing those it does) before anything is read. Which version
     runs is decided in the turn, on the checkpoint it resumes from (``catalog.choose``).
 
-    ``origin``: who sends the turn (``authorization.origin_of``; a background run's record
+    ``origin``: who sends the turn (``callers.origin_of``; a background run's record
     keeps it). A thread records its first turn's origin and refuses turns of any other.
     """
     request = parse_run_request(body, accept=accept, limits=settings.limits, thread=thread_id is not None)

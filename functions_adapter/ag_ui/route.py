@@ -24,8 +24,8 @@ from functions_adapter import thread_access
 from functions_adapter.ag_ui import events
 from functions_adapter.ag_ui.history import thread_history
 from functions_adapter.ag_ui.input import AgUiRun, parse_input
-from functions_adapter.authorization import caller_of, origin_of
 from functions_adapter.body import read_body, require_json, verify_signature
+from functions_adapter.callers import caller_of, origin_of
 from functions_adapter.request_trace import traced
 from functions_adapter.settings import Settings
 from functions_adapter.sse import KEEPALIVE, MEDIA_TYPE

@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
 
-from functions_adapter.authorization import caller_of
 from functions_adapter.background_submit import authorized_run, run_control, status_json
+from functions_adapter.callers import caller_of
 from functions_adapter.headers import last_event_id as _last_event_id
 from functions_adapter.headers import wait_seconds as _wait_seconds
 from functions_adapter.http_responses import json_response

@@ -15,8 +15,8 @@ import dataclasses
 from fastapi import Request, Response
 
 from functions_adapter import thread_access
-from functions_adapter.authorization import caller_of, origin_of
 from functions_adapter.body import read_body, require_json, verify_signature
+from functions_adapter.callers import caller_of, origin_of
 from functions_adapter.http_responses import JSON_MEDIA_TYPE, event_stream, json_response
 from functions_adapter.params import json_object
 from functions_adapter.request_trace import traced

@@ -8,7 +8,7 @@ import re
 
 from fastapi import Request, Response
 
-from functions_adapter.authorization import caller_of
+from functions_adapter.callers import caller_of
 from functions_adapter.http_responses import json_response
 from functions_adapter.params import whole_number
 from functions_adapter.thread_access import gate, thread_view

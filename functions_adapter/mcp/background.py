@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from functions_adapter.authorization import caller_origin
 from functions_adapter.background_submit import authorized_run, run_control, status_json
+from functions_adapter.callers import caller_origin
 from functions_adapter.mcp.contract import GET_RUN, START_TURN
 from functions_adapter.mcp.results import ToolResult, arguments_of, reply_text, turn_of
 from functions_adapter.turn_call import Queued, call_turn

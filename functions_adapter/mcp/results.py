@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from functions_adapter.authorization import caller_origin
+from functions_adapter.callers import caller_origin
 from functions_adapter.errors import PayloadTooLarge
 from functions_adapter.mcp.contract import TOOLS
 from functions_adapter.settings import Settings

@@ -21,7 +21,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind
 
 from functions_adapter import thread_access
-from functions_adapter.authorization import caller_origin
+from functions_adapter.callers import caller_origin
 from functions_adapter.mcp.contract import GET_RUN, GET_THREAD, RUN_TURN, START_TURN
 from functions_adapter.mcp.results import ToolResult, arguments_of, error_result, reply_text, turn_of
 from functions_adapter.settings import SettingsError

@@ -21,8 +21,8 @@ from typing import Any
 from fastapi import Request, Response
 
 from functions_adapter import thread_access
-from functions_adapter.authorization import caller_of
 from functions_adapter.body import read_body, require_json, verify_signature
+from functions_adapter.callers import caller_of
 from functions_adapter.http_responses import json_response
 from functions_adapter.openai.objects import openai_error, with_param
 from functions_adapter.params import json_object, one_of, whole_number

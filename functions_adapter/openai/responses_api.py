@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from fastapi import Request, Response
 
 from functions_adapter import background_submit, keyed_call, thread_access
-from functions_adapter.authorization import caller_of, origin_of
 from functions_adapter.body import fingerprint_of, read_body, require_json, verify_signature
+from functions_adapter.callers import caller_of, origin_of
 from functions_adapter.http_responses import JSON_MEDIA_TYPE, json_response, render_json
 from functions_adapter.keyed_call import DedupeKey
 from functions_adapter.openai.events import ResponseEvents, logged_run, run_frames

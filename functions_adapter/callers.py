@@ -1,4 +1,6 @@
-"""Who may touch a thread: an optional hook named by ``THREAD_AUTHORIZER=module:function``.
+"""Who is calling (its origin, from headers only the platform could have set), and whether
+it may touch a thread: an optional hook named by ``THREAD_AUTHORIZER=module:function``
+(``authorizers.py`` holds a ready one).
 
 The hook is called as ``hook(route=..., thread_id=..., headers=..., metadata=...)`` and
 returns true to allow (it may be async). A refusal is 403 ``forbidden``, decided before
