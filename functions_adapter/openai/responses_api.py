@@ -1,8 +1,9 @@
 """OpenAI Responses-compatible routes: ``/api/responses`` for any OpenAI SDK.
 
 A response is a run. ``POST /api/responses`` is translated (``openai_request``) into the
-body the runs routes take and goes through the same turn factory, run owner,
-Idempotency-Key claim, signature check and background accept as ``POST /api/runs``;
+body the runs routes take and handed to the one turn call (``turn_call.call_turn``), as
+every protocol's turn is: the same turn factory, run owner, Idempotency-Key claim and
+background accept as ``POST /api/runs`` (the signature is checked here, at the edge);
 ``previous_response_id`` resumes from that response's checkpoint (a fork, nothing
 moves), ``conversation`` is a turn on that thread (its head moved by CAS). Its ID is
 ``resp_<run_id>``: a background response's run record, or (``store``, the default) a
