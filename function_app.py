@@ -4,7 +4,7 @@ HTTP → parse and authorize (``functions_adapter.api.routes``, ``turns``) → l
 run, save (``resumable.core``: ``RunService``, ``RunOwner``) → respond (``http_responses``, ``sse``).
 Background runs: ``functions_adapter.api.background_api`` / ``queue_triggers`` over
 ``resumable.background``. MCP tools (the host's ``/runtime/webhooks/mcp``): ``functions_adapter.mcp``.
-Thread housekeeping: ``maintenance`` over ``resumable.threads``.
+Thread housekeeping: ``housekeeping`` over ``resumable.threads``.
 """
 
 import gc
@@ -279,9 +279,9 @@ async def mcp_get_run(context: str) -> str:
 async def sweep_orphan_checkpoints(timer: func.TimerRequest) -> None:
     """Hourly at :17, a budgeted slice of the daily pass: delete thread checkpoints no thread
     reaches (lost races), keep each thread's recent lineage from ageing out."""
-    from functions_adapter import maintenance  # noqa: PLC0415 - on first use
+    from functions_adapter import housekeeping  # noqa: PLC0415 - on first use
 
-    await maintenance.sweep()
+    await housekeeping.run()
 
 
 @app.route(route="console", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)

@@ -107,7 +107,7 @@ def loop_lag_table(bench: Bench, report: Report) -> None:
         ],
         rows,
         "A 5 ms ticker task records how late each wake-up is during the burst. Checkpoint transfers take "
-        "turns for a worker's slots (`resumable/checkpoints/gate.py`: 6 at once, codec work above 64 KiB on "
+        "turns for a worker's slots (`resumable/checkpoints/transfers.py`: 6 at once, codec work above 64 KiB on "
         "one thread), and the run's own per-superstep checkpoints are no longer deep-copied. With the cache "
         "on, the 50 new checkpoints are kept too (about 1 MB each in the 1 MB rows). The machine is shared "
         "(2 cores, other jobs running), so single runs vary: the range is the spread across runs.",

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from resumable.base.errors import StorageUnavailable
+from resumable.base import StorageUnavailable
 from resumable.storage.blob_records import RecordConflict
 from resumable.storage.record_store import DELETE, RecordStore, Stored
 

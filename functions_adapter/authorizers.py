@@ -9,7 +9,7 @@ The caller's principal comes from, in order:
    a client could otherwise set it itself.
 2. App Service Authentication (Easy Auth): the claim ``THREAD_PRINCIPAL_CLAIM`` (default
    the Entra ID object ID) of ``X-MS-CLIENT-PRINCIPAL``, which the platform validated. With
-   Easy Auth off that header is never trusted (``authorization.trusted_headers`` drops it).
+   Easy Auth off that header is never trusted (``callers.trusted_headers`` drops it).
 
 The thread ID must start with ``thread_prefix(principal)``: the principal with ASCII
 letters, digits and ``-`` kept, every other UTF-8 byte written ``_xx`` (two lowercase hex

@@ -18,16 +18,24 @@ from functions_adapter.queue_triggers import callbacks_for, run_queue
 from functions_adapter.settings import Settings
 from functions_adapter.turns import Turn
 from functions_adapter.wiring import build_service, container_for, idempotency_store
+from resumable import RunRequest
+from resumable.background import (
+    Accepted,
+    AcceptRequest,
+    Callback,
+    Dedupe,
+    RenderAccepted,
+    RunAcceptor,
+    RunControl,
+    RunRecord,
+    RunRecords,
+    ThreadOrder,
+    owned_run,
+)
 from resumable.background import records as rr
-from resumable.background.accept import Accepted, AcceptRequest, Callback, Dedupe, RenderAccepted, RunAcceptor
-from resumable.background.control import RunControl
-from resumable.background.order import ThreadOrder
-from resumable.background.records import RunRecord, RunRecords
-from resumable.background.run_access import owned_run
-from resumable.base.errors import InvalidRequest, ServerMisconfigured
-from resumable.core.runs import RunRequest
+from resumable.base import InvalidRequest, ServerMisconfigured
 from resumable.storage.record_store import Stored
-from resumable.threads.ownership import Caller
+from resumable.threads import Caller
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +131,7 @@ async def authorized_run(
     settings: Settings, run_id: str, caller: Caller, headers: Mapping[str, str], route: str
 ) -> Stored[RunRecord]:
     """The run's record, once the thread authorizer allowed this caller its thread; a run
-    of another origin (``authorization.origin_of``) is 403, as its thread is."""
+    of another origin (``callers.origin_of``) is 403, as its thread is."""
     found = await owned_run(run_control(settings), run_id, caller)
     if found.value.thread_id is not None:
         await thread_access.gate(headers, settings, route, found.value.thread_id)

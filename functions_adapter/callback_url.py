@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from resumable.base.errors import InvalidRequest
+from resumable.base import InvalidRequest
 
 MAX_URL_LENGTH = 2048
 

@@ -24,11 +24,10 @@ from azure.storage.blob.aio import ContainerClient
 from functions_adapter import signatures
 from functions_adapter.callback_url import CallbackPolicy, CallbackRefused, PinnedResolver, check
 from functions_adapter.settings import Settings
+from resumable.background import RunRecord, RunRecordView
 from resumable.background.callback_records import PENDING, CallbackDelivery, callback_store
 from resumable.background.callbacks import MESSAGE_PREFIX, CallbackDeliveries, RetryPolicy, Sender
-from resumable.background.finished_run import RunRecordView
-from resumable.background.records import RunRecord
-from resumable.base.errors import ServerMisconfigured
+from resumable.base import ServerMisconfigured
 from resumable.storage.record_store import Stored
 from resumable.storage.run_queue import RunQueue
 

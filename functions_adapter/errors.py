@@ -6,7 +6,7 @@ so ``status_map.py`` maps them like any other error and every error still has on
 
 from __future__ import annotations
 
-from resumable.base.errors import RequestRejected
+from resumable.base import RequestRejected
 
 
 class PayloadTooLarge(RequestRejected):

@@ -10,7 +10,7 @@ cannot honour; this one chooses to say so instead.)
 from __future__ import annotations
 
 from functions_adapter.params import whole_number
-from resumable.base.errors import InvalidRequest
+from resumable.base import InvalidRequest
 
 MAX_WAIT_SECONDS = 60
 # Bounds far above any real value: a wait is capped at 60 s anyway, and an event ID is

@@ -11,8 +11,7 @@ from fastapi.responses import StreamingResponse
 
 from functions_adapter.sse import KEEPALIVE, MEDIA_TYPE, sse_event
 from functions_adapter.status_map import headers_of, status_of
-from resumable.base import strict_json
-from resumable.base.errors import ResumeError
+from resumable.base import ResumeError, strict_json
 from resumable.core.event_pump import IdleTick
 from resumable.core.idempotency import StoredResponse
 from resumable.core.runs import Event

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from functions_adapter.authorization import API_ORIGIN
+from functions_adapter.callers import API_ORIGIN
 from functions_adapter.settings import Settings
 from functions_adapter.wiring import idempotency_store
+from resumable import RunService
 from resumable.core.held_claim import HeldClaim
 from resumable.core.idempotency import WEBHOOK_ID, StoredResponse
-from resumable.core.runs import RunService
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +60,7 @@ def dedupe_key(
     ``always_key``: an ``Idempotency-Key`` is honoured even when ``IDEMPOTENCY_HEADERS``
     leaves it out (the Responses routes: an OpenAI client sends no other key).
 
-    ``origin``: the caller's (``authorization.origin_of``), the key's scope.
+    ``origin``: the caller's (``callers.origin_of``), the key's scope.
     """
     scope = None if origin == API_ORIGIN else origin
     if settings.webhook_secrets and settings.webhook_scheme == "standard":

@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any, TypeVar
 
-from resumable.base import strict_json
-from resumable.base.errors import InvalidRequest
+from resumable.base import InvalidRequest, strict_json
 from resumable.base.ids import is_ascii_digits
 
 T = TypeVar("T")

@@ -15,10 +15,8 @@ from functions_adapter import callbacks
 from functions_adapter.settings import Settings
 from functions_adapter.turns import Turn, build_turn
 from functions_adapter.wiring import build_service, container_for, load_settings
-from resumable.background import BackgroundRuns
-from resumable.background.messages import RunMessage
-from resumable.background.records import RunRecord
-from resumable.base.errors import InvalidRequest, ServerMisconfigured
+from resumable.background import BackgroundRuns, RunMessage, RunRecord
+from resumable.base import InvalidRequest, ServerMisconfigured
 from resumable.storage.run_queue import RunQueue
 
 logger = logging.getLogger(__name__)

@@ -13,12 +13,9 @@ from agent_framework import Message
 
 from functions_adapter.params import flag, json_object, one_of
 from functions_adapter.settings import InputLimits
-from resumable.base.errors import InvalidRequest
-from resumable.base.ids import validate_id
-from resumable.core.catalog import WorkflowRef
+from resumable import RunRequest, TurnInput, WorkflowRef
+from resumable.base import InvalidRequest, validate_id
 from resumable.core.lifecycle import LEVELS
-from resumable.core.resume import TurnInput
-from resumable.core.runs import RunRequest
 
 _ROLES = ("user", "system")
 _MULTITASK = ("reject", "enqueue")

@@ -18,8 +18,7 @@ from opentelemetry.trace import Span
 from functions_adapter.http_responses import error_response
 from functions_adapter.settings import SettingsError
 from functions_adapter.wiring import MISCONFIGURED
-from resumable.base import tracing
-from resumable.base.errors import ResumeError, ServerMisconfigured
+from resumable.base import ResumeError, ServerMisconfigured, tracing
 from resumable.storage import operation_count
 
 logger = logging.getLogger(__name__)

@@ -10,16 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from functions_adapter.authorization import authorize
+from functions_adapter.callers import authorize
 from functions_adapter.settings import Settings
 from functions_adapter.wiring import build_service, container_for
-from resumable.base.errors import CheckpointNotFound, ThreadNotFound
-from resumable.base.ids import validate_id
-from resumable.core.runs import RunService
-from resumable.threads import ownership
-from resumable.threads.admin import ThreadMetadata
-from resumable.threads.ownership import Caller
-from resumable.threads.pointers import ThreadHead, expired
+from resumable import RunService
+from resumable.base import CheckpointNotFound, ThreadNotFound, validate_id
+from resumable.threads import Caller, ThreadHead, ThreadMetadata, expired, ownership
 
 
 async def gate(headers: Mapping[str, str], settings: Settings, route: str, thread_id: str) -> None:

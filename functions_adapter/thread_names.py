@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 
-from resumable.base.ids import MAX_ID_LENGTH
+from resumable.base import MAX_ID_LENGTH
 
 _KEPT = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
 _HASH_MARK = "_h"

@@ -14,7 +14,7 @@ record → checkpoint → run.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -23,16 +23,22 @@ from agent_framework import Message
 from functions_adapter import keyed_call, thread_access
 from functions_adapter.keyed_call import DedupeKey
 from functions_adapter.settings import Settings
-from functions_adapter.turns import build_turn
+from functions_adapter.turns import Turn, build_turn
 from functions_adapter.wiring import build_service
-from resumable.base.ids import validate_id
+from resumable.base import validate_id
+from resumable.core.claim import Claim
 from resumable.core.event_pump import IdleTick
+from resumable.core.held_claim import HeldClaim
 from resumable.core.idempotency import StoredResponse
 from resumable.core.run_owner import RunOwner
 from resumable.core.runs import Event
 
 if TYPE_CHECKING:  # the background modules load on a background run's first use (cold start)
-    from resumable.background.accept import Accepted
+    from resumable.background import Accepted, RenderAccepted
+
+# What a protocol that answers from its own record settles instead of the key's claim (None
+# without a key): given the turn and that claim, the ``Claim`` the run's owner settles.
+ClaimFor = Callable[[Turn, HeldClaim | None], Claim]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +47,7 @@ class TurnCall:
 
     ``body``: the turn in the runs routes' JSON shape (messages, responses, workflow,
     stream/background, callback): what the one parser checks and a background run's record
-    keeps. ``origin``: who sends it (``authorization.origin_of``): the thread records it and
+    keeps. ``origin``: who sends it (``callers.origin_of``): the thread records it and
     a key is scoped to it. ``authorizer_headers``: what the thread authorizer sees; None for
     an adapter's turn, whose sender's signature authenticated it and whose origin confines
     it. ``fingerprint``: what a retry under ``dedupe``'s key must match (needed with a key).
@@ -49,6 +55,14 @@ class TurnCall:
     ``Prefer: respond-async``). ``checkpoint_id``: the ID the turn's checkpoint is saved
     under, chosen at the edge (AG-UI names its reply's messages by it). ``resent``: messages
     the client sends again with its whole history; only those the thread has not seen run.
+
+    Two hooks for a protocol whose answers are its own objects (the Responses API's
+    ``resp_`` records): ``render_accepted``, a background accept's body (default: the runs
+    routes'), and ``claim_for``, what the run's owner settles around the key's claim (it
+    renders and records the answer at the commit point). A ``claim_for`` caller commits
+    through its own record, so no checkpoint ID is planned in the key's record. A turn the
+    edge already authorized (the Responses route gates its conversation before it reads the
+    previous response) passes ``authorizer_headers=None`` too.
     """
 
     thread_id: str | None
@@ -62,6 +76,8 @@ class TurnCall:
     async_preferred: bool = False
     checkpoint_id: str | None = None
     resent: tuple[Message, ...] | None = None
+    render_accepted: RenderAccepted | None = None
+    claim_for: ClaimFor | None = None
 
     def __post_init__(self) -> None:
         if self.dedupe is not None and not self.fingerprint:  # a key without it would match any body
@@ -85,10 +101,12 @@ class Queued:
 
 @dataclass(frozen=True, slots=True)
 class Ran:
-    """The turn, owned by its ``RunOwner``: its events (``stream``) or its result's JSON."""
+    """The turn, owned by its ``RunOwner``: its events (``stream``) or its result's JSON, and
+    the claim the owner settles (``TurnCall.claim_for``'s, when given)."""
 
     events: AsyncIterator[Event | IdleTick] | None = None
     result: bytes | None = None
+    claim: Claim | None = None
 
 
 Outcome = Replayed | Queued | Ran
@@ -117,21 +135,28 @@ async def call_turn(call: TurnCall, settings: Settings) -> Outcome:
             request_fingerprint=call.fingerprint,
             settings=settings,
             dedupe=call.dedupe,
-            render=background_submit.queued_renderer(turn),
+            render=call.render_accepted or background_submit.queued_renderer(turn),
         )
         return Queued(accepted)
     if run_request.callback_url is not None:
         from functions_adapter.background_submit import refuse_synchronous_callback  # noqa: PLC0415 - on first use
 
         refuse_synchronous_callback(run_request)
+    plan = call.thread_id is None and call.claim_for is None
     keyed = await keyed_call.begin(
-        call.fingerprint, settings=settings, service=service, dedupe=call.dedupe, plan_checkpoint=call.thread_id is None
+        call.fingerprint, settings=settings, service=service, dedupe=call.dedupe, plan_checkpoint=plan
     )
     if isinstance(keyed, StoredResponse):
         return Replayed(keyed, stream=run_request.stream)
     if keyed is not None and keyed.planned_checkpoint_id is not None:  # the checkpoint this call commits
         run_request = dataclasses.replace(run_request, final_checkpoint_id=keyed.planned_checkpoint_id)
-    owner = RunOwner(runner, run_request, claim=None if keyed is None else keyed.claim)
+    key_claim = None if keyed is None else keyed.claim
+    claim = (
+        key_claim
+        if call.claim_for is None
+        else call.claim_for(dataclasses.replace(turn, request=run_request), key_claim)
+    )
+    owner = RunOwner(runner, run_request, claim=claim)
     if run_request.stream:
-        return Ran(events=await owner.stream(keepalive_seconds=settings.sse_keepalive_seconds))
-    return Ran(result=await owner.result())
+        return Ran(events=await owner.stream(keepalive_seconds=settings.sse_keepalive_seconds), claim=claim)
+    return Ran(result=await owner.result(), claim=claim)

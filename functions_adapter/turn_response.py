@@ -12,7 +12,7 @@ from functions_adapter.http_responses import JSON_MEDIA_TYPE, event_stream, repl
 from functions_adapter.turn_call import Outcome, Queued, Replayed
 
 if TYPE_CHECKING:  # the background modules load on a background run's first use (cold start)
-    from resumable.background.accept import Accepted
+    from resumable.background import Accepted
 
 
 def render_outcome(outcome: Outcome, *, async_preferred: bool) -> Response:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from functions_adapter.request_body import parse_run_request
 from functions_adapter.settings import Settings
+from resumable import ThreadRunner
 from resumable.core.runs import Runner, RunRequest, RunService
-from resumable.core.thread_turns import ThreadRunner
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +45,7 @@ def build_turn(
     ``WorkflowNotFound`` (404, listing those it does) before anything is read. Which version
     runs is decided in the turn, on the checkpoint it resumes from (``catalog.choose``).
 
-    ``origin``: who sends the turn (``authorization.origin_of``; a background run's record
+    ``origin``: who sends the turn (``callers.origin_of``; a background run's record
     keeps it). A thread records its first turn's origin and refuses turns of any other.
     """
     request = parse_run_request(body, accept=accept, limits=settings.limits, thread=thread_id is not None)

@@ -12,17 +12,14 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from functions_adapter.settings import Settings, SettingsError
-from resumable.base.errors import ResumeError, ServerMisconfigured
+from resumable import BlobCheckpointStorage, CheckpointCodec, IdempotencyStore, RunService
+from resumable.base import ResumeError, ServerMisconfigured
 from resumable.checkpoints import cache as checkpoint_cache
-from resumable.checkpoints.blob_store import BlobCheckpointStorage
-from resumable.checkpoints.codec import CheckpointCodec
 from resumable.checkpoints.mac import CheckpointMac
 from resumable.checkpoints.pickle_guard import UnsafeAllowlist
 from resumable.core.catalog import CatalogEntry, LoadedVersion, WorkflowCatalog, WorkflowRef
-from resumable.core.idempotency import IdempotencyStore
-from resumable.core.runs import RunService
 from resumable.storage.clients import container_client
-from resumable.threads.pointers import ThreadPointers
+from resumable.threads import ThreadPointers
 
 if TYPE_CHECKING:  # the storage SDK loads on first use, not at import (cold start)
     from azure.storage.blob.aio import ContainerClient

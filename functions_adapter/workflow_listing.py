@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from resumable.core.catalog import WorkflowCatalog
+from resumable import WorkflowCatalog
 
 
 def by_version(catalog: WorkflowCatalog, counts: dict[str, int]) -> dict[tuple[str, str], int]:

@@ -133,7 +133,7 @@ async def receiver() -> AsyncIterator[WebhookReceiver]:
 LAYERS = ("library", "adapter", "infra", "e2e", "browser")
 # The few tests that take tens of seconds (a 20,000-blob pass, 2,000 fuzzed requests):
 # the fast inner loop leaves them out.
-SLOW = {"test_maintenance_scale.py", "test_fuzz.py"}
+SLOW = {"test_housekeeping_scale.py", "test_fuzz.py"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

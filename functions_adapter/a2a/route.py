@@ -20,8 +20,8 @@ from fastapi.responses import StreamingResponse
 from functions_adapter.a2a import jsonrpc, tasks, turn_call
 from functions_adapter.a2a.card import agent_card
 from functions_adapter.a2a.jsonrpc import Call, RpcError
-from functions_adapter.authorization import caller_origin
 from functions_adapter.body import read_body, require_json, verify_signature
+from functions_adapter.callers import caller_origin
 from functions_adapter.http_responses import json_response
 from functions_adapter.request_trace import traced
 from functions_adapter.sse import KEEPALIVE, MEDIA_TYPE

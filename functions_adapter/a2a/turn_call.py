@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from functions_adapter import keyed_call
-from functions_adapter.authorization import caller_origin
 from functions_adapter.background_submit import authorized_run, run_control, status_json
+from functions_adapter.callers import caller_origin
 from functions_adapter.errors import PayloadTooLarge
 from functions_adapter.turn_call import Queued, TurnCall, call_turn
 from functions_adapter.wiring import load_settings

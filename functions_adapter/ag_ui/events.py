@@ -29,11 +29,10 @@ from ag_ui.core import (
 from ag_ui.core.version import PROTOCOL_VERSION
 
 from functions_adapter.status_map import RETRY_AFTER_SECONDS
-from resumable.base import strict_json
-from resumable.base.errors import ResumeError
+from resumable.base import ResumeError, strict_json
 from resumable.core.event_pump import IdleTick
 from resumable.core.runs import Event
-from resumable.threads.transcript import ThreadMessage
+from resumable.threads import ThreadMessage
 
 # The interrupt's reason: a workflow's human-in-the-loop request (Agent Framework's request_info).
 INTERRUPT_REASON = "request_info"

@@ -13,10 +13,9 @@ from typing import Any
 
 from functions_adapter.settings import Settings
 from functions_adapter.wiring import build_service
-from resumable.base.errors import CheckpointNotFound, ThreadNotFound
+from resumable.base import CheckpointNotFound, ThreadNotFound
 from resumable.core.results import request_json
-from resumable.threads.ownership import Caller, owned_head
-from resumable.threads.transcript import ThreadMessage, messages_page
+from resumable.threads import Caller, ThreadMessage, messages_page, owned_head
 
 MAX_SNAPSHOT_MESSAGES = 200
 

@@ -20,8 +20,7 @@ from pydantic import ValidationError
 
 from functions_adapter.params import json_object
 from functions_adapter.settings import InputLimits
-from resumable.base import strict_json
-from resumable.base.errors import InvalidRequest
+from resumable.base import InvalidRequest, strict_json
 
 _INPUT_ROLES = {"user": "user", "system": "system", "developer": "system"}
 MAX_ID_CHARS = 256

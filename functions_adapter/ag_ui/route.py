@@ -24,17 +24,17 @@ from functions_adapter import thread_access
 from functions_adapter.ag_ui import events
 from functions_adapter.ag_ui.history import thread_history
 from functions_adapter.ag_ui.input import AgUiRun, parse_input
-from functions_adapter.authorization import caller_of, origin_of
 from functions_adapter.body import read_body, require_json, verify_signature
+from functions_adapter.callers import caller_of, origin_of
 from functions_adapter.request_trace import traced
 from functions_adapter.settings import Settings
 from functions_adapter.sse import KEEPALIVE, MEDIA_TYPE
 from functions_adapter.status_map import status_of
 from functions_adapter.turn_call import Ran, TurnCall, call_turn
 from functions_adapter.wiring import load_settings
-from resumable.base.errors import NoNewMessages, ResumeError
+from resumable.base import NoNewMessages, ResumeError
 from resumable.core.event_pump import IdleTick
-from resumable.threads.ownership import Caller
+from resumable.threads import Caller
 
 logger = logging.getLogger(__name__)
 ROUTE = "ag-ui"

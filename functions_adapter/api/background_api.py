@@ -14,17 +14,15 @@ from collections.abc import AsyncIterator
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
 
-from functions_adapter.authorization import caller_of
 from functions_adapter.background_submit import authorized_run, run_control, status_json
+from functions_adapter.callers import caller_of
 from functions_adapter.headers import last_event_id as _last_event_id
 from functions_adapter.headers import wait_seconds as _wait_seconds
 from functions_adapter.http_responses import json_response
 from functions_adapter.settings import Settings
 from functions_adapter.sse import KEEPALIVE, MEDIA_TYPE, sse_event
 from functions_adapter.wiring import container_for, load_settings
-from resumable.background import follow
-from resumable.background.events import EventReader, LoggedEvent
-from resumable.background.records import RunRecord, RunRecords
+from resumable.background import EventReader, LoggedEvent, RunRecord, RunRecords, follow
 from resumable.core.event_pump import IdleTick
 from resumable.storage.record_store import Stored
 

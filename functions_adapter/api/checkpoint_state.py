@@ -15,16 +15,14 @@ import dataclasses
 from fastapi import Request, Response
 
 from functions_adapter import thread_access
-from functions_adapter.authorization import caller_of, origin_of
 from functions_adapter.body import read_body, require_json, verify_signature
+from functions_adapter.callers import caller_of, origin_of
 from functions_adapter.http_responses import JSON_MEDIA_TYPE, event_stream, json_response
 from functions_adapter.params import json_object
 from functions_adapter.request_trace import traced
 from functions_adapter.turns import build_turn
 from functions_adapter.wiring import build_service, load_settings
-from resumable.base import strict_json
-from resumable.base.errors import CheckpointNotInThread, InvalidRequest
-from resumable.base.ids import validate_id
+from resumable.base import CheckpointNotInThread, InvalidRequest, strict_json, validate_id
 from resumable.core.checkpoint_state import parse_edit, state_view
 from resumable.core.run_owner import RunOwner
 

@@ -16,16 +16,16 @@ from fastapi import Request, Response
 
 from functions_adapter import keyed_call, thread_access
 from functions_adapter.api import thread_api
-from functions_adapter.authorization import caller_of, origin_of
 from functions_adapter.body import fingerprint_of, read_body, require_json, verify_signature
+from functions_adapter.callers import caller_of, origin_of
 from functions_adapter.headers import preferences
 from functions_adapter.http_responses import json_response
 from functions_adapter.request_trace import traced
 from functions_adapter.turn_call import TurnCall, call_turn
 from functions_adapter.turn_response import render_outcome
 from functions_adapter.wiring import build_service, load_settings
-from resumable.base.ids import validate_id
-from resumable.threads.ownership import checkpoint_info
+from resumable.base import validate_id
+from resumable.threads import checkpoint_info
 
 # -- POST /api/runs and POST /api/threads/{thread_id}/runs -------------------------------
 

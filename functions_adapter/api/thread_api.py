@@ -8,18 +8,14 @@ import re
 
 from fastapi import Request, Response
 
-from functions_adapter.authorization import caller_of
+from functions_adapter.callers import caller_of
 from functions_adapter.http_responses import json_response
 from functions_adapter.params import whole_number
 from functions_adapter.thread_access import gate, thread_view
 from functions_adapter.wiring import build_service, container_for, load_settings
-from resumable.base import strict_json
-from resumable.base.errors import InvalidRequest, PreconditionFailed
+from resumable.base import InvalidRequest, PreconditionFailed, strict_json
 from resumable.core.results import turn_json
-from resumable.threads import ownership
-from resumable.threads.admin import MAX_PAGE, ThreadMetadata, history
-from resumable.threads.delete import delete_thread
-from resumable.threads.metadata_update import update_unless_deleted
+from resumable.threads import MAX_PAGE, ThreadMetadata, delete_thread, history, ownership, update_unless_deleted
 
 logger = logging.getLogger(__name__)
 DEFAULT_PAGE = 20

@@ -1,7 +1,7 @@
 """``GET /api/threads?prefix=&limit=&cursor=``: the threads a caller may use, a page at a time.
 
 Parsing and authorization only; the listing itself is ``resumable.threads.listing``. A
-thread another origin made (``authorization.caller_of``: another principal, an adapter's
+thread another origin made (``callers.caller_of``: another principal, an adapter's
 channel) is left out, as every thread route refuses it. With ``THREAD_AUTHORIZER`` set,
 the hook is asked about every listed thread (route ``list``, with that thread's metadata)
 and a refused thread is left out of the page, not reported: a page may then hold fewer
@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from fastapi import Request, Response
 
-from functions_adapter.authorization import authorize, caller_of
+from functions_adapter.callers import authorize, caller_of
 from functions_adapter.http_responses import json_response
 from functions_adapter.params import whole_number
 from functions_adapter.request_trace import traced
 from functions_adapter.wiring import build_service, container_for, load_settings
-from resumable.base.errors import Forbidden
-from resumable.threads.listing import MAX_LIST_PAGE, ThreadSummary, list_threads
+from resumable.base import Forbidden
+from resumable.threads import MAX_LIST_PAGE, ThreadSummary, list_threads
 
 ROUTE = "list"
 DEFAULT_LIMIT = 20

@@ -18,8 +18,8 @@ from functions_adapter.request_trace import traced
 from functions_adapter.settings import SettingsError
 from functions_adapter.wiring import container_for, load_settings, workflow_catalog
 from functions_adapter.workflow_listing import describe
-from resumable.base.errors import InvalidRequest
-from resumable.core.catalog import WorkflowCatalog, WorkflowRef
+from resumable import WorkflowCatalog, WorkflowRef
+from resumable.base import InvalidRequest
 from resumable.core.graph import describe_graph
 from resumable.threads.pass_state import live_threads
 

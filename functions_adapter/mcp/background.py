@@ -12,15 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from functions_adapter.authorization import caller_origin
 from functions_adapter.background_submit import authorized_run, run_control, status_json
+from functions_adapter.callers import caller_origin
 from functions_adapter.mcp.contract import GET_RUN, START_TURN
 from functions_adapter.mcp.results import ToolResult, arguments_of, reply_text, turn_of
 from functions_adapter.turn_call import Queued, call_turn
 from functions_adapter.wiring import load_settings
 from resumable.background import records as rr
-from resumable.base.errors import InvalidRequest, ResumeError
-from resumable.threads.ownership import Caller
+from resumable.base import InvalidRequest, ResumeError
+from resumable.threads import Caller
 
 MAX_WAIT_SECONDS = 60
 

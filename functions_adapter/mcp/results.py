@@ -9,14 +9,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from functions_adapter.authorization import caller_origin
+from functions_adapter.callers import caller_origin
 from functions_adapter.errors import PayloadTooLarge
 from functions_adapter.mcp.contract import TOOLS
 from functions_adapter.settings import Settings
 from functions_adapter.status_map import headers_of, status_of
 from functions_adapter.turn_call import TurnCall
-from resumable.base import strict_json
-from resumable.base.errors import InvalidRequest, ResumeError
+from resumable.base import InvalidRequest, ResumeError, strict_json
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,15 +21,14 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind
 
 from functions_adapter import thread_access
-from functions_adapter.authorization import caller_origin
+from functions_adapter.callers import caller_origin
 from functions_adapter.mcp.contract import GET_RUN, GET_THREAD, RUN_TURN, START_TURN
 from functions_adapter.mcp.results import ToolResult, arguments_of, error_result, reply_text, turn_of
 from functions_adapter.settings import SettingsError
 from functions_adapter.turn_call import Ran, call_turn
 from functions_adapter.wiring import MISCONFIGURED, load_settings
-from resumable.base import tracing
-from resumable.base.errors import InvalidRequest, ResumeError, ServerMisconfigured
-from resumable.threads.ownership import Caller
+from resumable.base import InvalidRequest, ResumeError, ServerMisconfigured, tracing
+from resumable.threads import Caller
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from functions_adapter.mcp.tools import ToolResult, call_tool, error_result
-from resumable.base.errors import InvalidRequest
+from resumable.base import InvalidRequest
 
 
 def envelope(result: ToolResult) -> str:

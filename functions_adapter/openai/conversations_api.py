@@ -21,21 +21,26 @@ from typing import Any
 from fastapi import Request, Response
 
 from functions_adapter import thread_access
-from functions_adapter.authorization import caller_of
 from functions_adapter.body import read_body, require_json, verify_signature
+from functions_adapter.callers import caller_of
 from functions_adapter.http_responses import json_response
 from functions_adapter.openai.objects import openai_error, with_param
 from functions_adapter.params import json_object, one_of, whole_number
 from functions_adapter.request_trace import traced
 from functions_adapter.settings import Settings
 from functions_adapter.wiring import build_service, container_for, load_settings
-from resumable.base.errors import CheckpointNotFound, InvalidRequest, RequestInProgress, ThreadNotFound
-from resumable.threads.admin import Metadata, ThreadMetadata
-from resumable.threads.delete import delete_thread
-from resumable.threads.listing import validate_prefix
-from resumable.threads.metadata_update import update_unless_deleted
-from resumable.threads.pointers import ThreadHead, expired
-from resumable.threads.transcript import ThreadMessage, messages_page
+from resumable.base import CheckpointNotFound, InvalidRequest, RequestInProgress, ThreadNotFound
+from resumable.threads import (
+    Metadata,
+    ThreadHead,
+    ThreadMessage,
+    ThreadMetadata,
+    delete_thread,
+    expired,
+    messages_page,
+    update_unless_deleted,
+    validate_prefix,
+)
 
 PREFIX = "conv_"
 # conv_<creation time, 8 hex digits of Unix seconds><96 random bits>: the ID carries its

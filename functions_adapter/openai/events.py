@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from functions_adapter.openai.objects import PREFIX, call_item, from_record, message_item, render, text_of
-from resumable.background.events import EventReader, LoggedEvent
+from resumable.background import EventReader, LoggedEvent, RunRecord, RunRecords
 from resumable.background.follow import TERMINAL_EVENTS, follow
-from resumable.background.records import RunRecord, RunRecords
 from resumable.core.event_pump import IdleTick
 
 TERMINAL = {"completed": "response.completed", "failed": "response.failed", "cancelled": "response.failed"}

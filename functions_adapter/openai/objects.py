@@ -17,10 +17,9 @@ from fastapi import Response
 
 from functions_adapter.http_responses import json_response
 from functions_adapter.status_map import headers_of, status_of
+from resumable.background import RunRecord
 from resumable.background import records as rr
-from resumable.background.records import RunRecord
-from resumable.base import strict_json
-from resumable.base.errors import InvalidRequest, RequestInProgress, ResumeError, RunNotFound
+from resumable.base import InvalidRequest, RequestInProgress, ResumeError, RunNotFound, strict_json
 
 PREFIX = "resp_"
 _RUN_ID = re.compile(r"[0-9a-f]{32}")

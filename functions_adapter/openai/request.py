@@ -17,9 +17,7 @@ from typing import Any
 from functions_adapter.openai.objects import run_id_of, with_param
 from functions_adapter.params import flag, json_object, mapped
 from functions_adapter.settings import InputLimits
-from resumable.base import strict_json
-from resumable.base.errors import InvalidRequest, ResumeError
-from resumable.base.ids import validate_id
+from resumable.base import InvalidRequest, ResumeError, strict_json, validate_id
 
 FIELDS = frozenset(
     {"input", "model", "previous_response_id", "conversation", "stream", "background", "store", "metadata"}

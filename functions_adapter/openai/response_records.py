@@ -22,11 +22,10 @@ import logging
 import time
 import uuid
 
+from resumable import RunService
+from resumable.background import CommitCheck, CommitIntent, RunRecord, RunRecords, may_still_land
 from resumable.background import records as rr
-from resumable.background.commit_check import CommitCheck, may_still_land
-from resumable.background.records import CommitIntent, RunRecord, RunRecords
-from resumable.base.errors import ResumeError
-from resumable.core.runs import RunService
+from resumable.base import ResumeError
 from resumable.storage.record_store import DELETE, Stored
 
 logger = logging.getLogger(__name__)

@@ -1,8 +1,9 @@
 """OpenAI Responses-compatible routes: ``/api/responses`` for any OpenAI SDK.
 
 A response is a run. ``POST /api/responses`` is translated (``openai_request``) into the
-body the runs routes take and goes through the same turn factory, run owner,
-Idempotency-Key claim, signature check and background accept as ``POST /api/runs``;
+body the runs routes take and handed to the one turn call (``turn_call.call_turn``), as
+every protocol's turn is: the same turn factory, run owner, Idempotency-Key claim and
+background accept as ``POST /api/runs`` (the signature is checked here, at the edge);
 ``previous_response_id`` resumes from that response's checkpoint (a fork, nothing
 moves), ``conversation`` is a turn on that thread (its head moved by CAS). Its ID is
 ``resp_<run_id>``: a background response's run record, or (``store``, the default) a
@@ -15,15 +16,13 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
 
 from fastapi import Request, Response
 
 from functions_adapter import background_submit, keyed_call, thread_access
-from functions_adapter.authorization import caller_of, origin_of
 from functions_adapter.body import fingerprint_of, read_body, require_json, verify_signature
+from functions_adapter.callers import caller_of, origin_of
 from functions_adapter.http_responses import JSON_MEDIA_TYPE, json_response, render_json
-from functions_adapter.keyed_call import DedupeKey
 from functions_adapter.openai.events import ResponseEvents, logged_run, run_frames
 from functions_adapter.openai.objects import (
     STATUS,
@@ -45,19 +44,15 @@ from functions_adapter.openai.sync import ResponseCommit, event_stream, live_fra
 from functions_adapter.params import one_of, whole_number
 from functions_adapter.request_trace import traced
 from functions_adapter.settings import Settings
-from functions_adapter.turns import Turn, build_turn
+from functions_adapter.turn_call import Queued, Replayed, TurnCall, call_turn
+from functions_adapter.turns import Turn
 from functions_adapter.wiring import build_service, container_for, hosts, load_settings
+from resumable.background import Accepted, EventReader, RunRecord, RunRecords, delete_finished_run, owned_record
 from resumable.background import records as rr
-from resumable.background.events import EventReader
-from resumable.background.records import RunRecord, RunRecords
-from resumable.background.run_access import owned_record
-from resumable.background.run_delete import delete_finished_run
-from resumable.base.errors import InvalidRequest
-from resumable.core.idempotency import StoredResponse
-from resumable.core.run_owner import RunOwner
-from resumable.core.runs import RunService
+from resumable.base import InvalidRequest
+from resumable.core.held_claim import HeldClaim
 from resumable.storage.record_store import Stored
-from resumable.threads.ownership import Caller
+from resumable.threads import Caller
 
 logger = logging.getLogger(__name__)
 # How long a cancel waits for a running response to stop, so the answer says "cancelled".
@@ -91,32 +86,57 @@ async def handle_input_items(request: Request, response_id: str) -> Response:
 
 
 async def _create(request: Request) -> Response:
+    """Parse the OpenAI body at the edge, then hand the turn, as plain values, to ``call_turn``."""
     settings = load_settings()
     body = await read_body(request, settings.max_request_bytes)
     verify_signature(request.headers, body, settings)
     require_json(request.headers.get("content-type"))
     parsed = parse_create(body, model=settings.workflow, limits=settings.limits, hosted=hosts(settings))
-    if parsed.conversation is not None:
+    if parsed.conversation is not None:  # before the previous response is read
         await thread_access.gate(request.headers, settings, "responses", parsed.conversation)
     runs_body = parsed.runs_body(await _continued_from(request, settings, parsed))
-    service = build_service(settings)
     origin = origin_of(request)
-    turn = build_turn(settings, service, runs_body, thread_id=parsed.conversation, origin=origin)
-    dedupe = keyed_call.dedupe_key(request.headers, origin, settings, always_key=True)
-    create = _Create(request, settings, parsed, service, turn, body, runs_body, dedupe)
-    return await (_accept(create) if parsed.background else _respond(create))
+    run_id, created_at = rr.new_run_id(), time.time()
+    base = _base(parsed, run_id, created_at)
 
+    def claim_for(turn: Turn, key_claim: HeldClaim | None) -> ResponseCommit:
+        """Render and store the response at the commit point, around the key's claim."""
+        record = RunRecord(
+            run_id=run_id,
+            body=runs_body,
+            fingerprint=fingerprint,
+            accepted=render_json(base),
+            created_at=created_at,
+            thread_id=turn.thread_id,
+            checkpoint_id=turn.request.checkpoint_id,
+            origin=turn.request.origin,
+        )
+        pending = PendingRecord(RunRecords(container_for(settings)), record) if parsed.store else None
+        return ResponseCommit(base, key_claim, pending)
 
-@dataclass(frozen=True, slots=True)
-class _Create:
-    request: Request
-    settings: Settings
-    parsed: CreateRequest
-    service: RunService
-    turn: Turn
-    body: bytes  # as the caller sent it: the Idempotency-Key's fingerprint is of these bytes
-    runs_body: bytes  # the turn as the runs routes take it: what a run record keeps
-    dedupe: DedupeKey | None
+    fingerprint = fingerprint_of(request, body)  # of the bytes the caller sent, not the runs body
+    call = TurnCall(
+        thread_id=parsed.conversation,
+        origin=origin,
+        body=runs_body,
+        route="responses",
+        authorizer_headers=None,  # gated above
+        dedupe=keyed_call.dedupe_key(request.headers, origin, settings, always_key=True),
+        fingerprint=fingerprint,
+        async_preferred=parsed.background,  # the runs body carries no background flag
+        render_accepted=lambda run_id, created_at: render_json(_base(parsed, run_id, created_at)),
+        claim_for=claim_for,
+    )
+    outcome = await call_turn(call, settings)
+    if isinstance(outcome, Replayed):
+        return replayed(outcome.stored, stream=parsed.stream)
+    if isinstance(outcome, Queued):
+        return await _queued(request, settings, parsed, outcome.accepted)
+    commit = outcome.claim
+    assert isinstance(commit, ResponseCommit)
+    if outcome.events is not None:
+        return event_stream(live_frames(ResponseEvents(base), outcome.events, commit, base))
+    return Response(commit.final, media_type=JSON_MEDIA_TYPE)  # a failure after the commit point is resolved there
 
 
 async def _continued_from(request: Request, settings: Settings, parsed: CreateRequest) -> str | None:
@@ -148,53 +168,12 @@ def _base(parsed: CreateRequest, run_id: str, created_at: float) -> dict[str, ob
     )
 
 
-async def _respond(create: _Create) -> Response:
-    """Run it now: the response as JSON, or its events as they happen."""
-    request, settings, parsed, turn = create.request, create.settings, create.parsed, create.turn
-    run_id, created_at = rr.new_run_id(), time.time()
-    base = _base(parsed, run_id, created_at)
-    keyed = await keyed_call.begin(
-        fingerprint_of(request, create.body), settings=settings, service=create.service, dedupe=create.dedupe
-    )
-    if isinstance(keyed, StoredResponse):
-        return replayed(keyed, stream=parsed.stream)
-    record = RunRecord(
-        run_id=run_id,
-        body=create.runs_body,
-        fingerprint=fingerprint_of(request, create.body),
-        accepted=render_json(base),
-        created_at=created_at,
-        thread_id=turn.thread_id,
-        checkpoint_id=turn.request.checkpoint_id,
-        origin=turn.request.origin,
-    )
-    pending = PendingRecord(RunRecords(container_for(settings)), record) if parsed.store else None
-    commit = ResponseCommit(base, None if keyed is None else keyed.claim, pending)
-    owner = RunOwner(turn.runner, turn.request, claim=commit)  # the claim it settles: see ResponseCommit
-    if parsed.stream:
-        events = await owner.stream(keepalive_seconds=settings.sse_keepalive_seconds)
-        return event_stream(live_frames(ResponseEvents(base), events, commit, base))
-    await owner.result()  # a failure after the commit point is resolved there (commit_outcome)
-    return Response(commit.final, media_type=JSON_MEDIA_TYPE)
-
-
-async def _accept(create: _Create) -> Response:
-    """Queue it (the background accept of ``/api/runs``): the queued response, or its stream."""
-    parsed, settings = create.parsed, create.settings
-    accepted = await background_submit.submit(
-        create.turn,
-        record_body=create.runs_body,
-        request_fingerprint=fingerprint_of(create.request, create.body),
-        settings=settings,
-        dedupe=create.dedupe,
-        render=lambda run_id, created_at: render_json(_base(parsed, run_id, created_at)),
-    )
+async def _queued(request: Request, settings: Settings, parsed: CreateRequest, accepted: Accepted) -> Response:
+    """A background accept (as ``/api/runs``'s): the queued response, or its stream."""
     if accepted.run_id is None:  # the key's earlier synchronous answer
         return Response(accepted.body, status_code=accepted.status, media_type=JSON_MEDIA_TYPE)
     if parsed.stream:
-        return _follow(
-            settings, (await _response(settings, accepted.run_id, caller_of(create.request))).value, after=-1
-        )
+        return _follow(settings, (await _response(settings, accepted.run_id, caller_of(request))).value, after=-1)
     return Response(accepted.body, media_type=JSON_MEDIA_TYPE)
 
 

@@ -34,8 +34,8 @@ from functions_adapter.openai.events import Frame, ResponseEvents
 from functions_adapter.openai.objects import render
 from functions_adapter.openai.response_records import PendingRecord
 from functions_adapter.sse import KEEPALIVE, MEDIA_TYPE, sse_event
+from resumable.base import OutcomeUnknown
 from resumable.base.cancel_safe import finish_even_if_cancelled
-from resumable.base.errors import OutcomeUnknown
 from resumable.core.claim import TaskOwner
 from resumable.core.event_pump import IdleTick
 from resumable.core.held_claim import HeldClaim

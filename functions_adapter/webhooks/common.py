@@ -14,7 +14,7 @@ from functions_adapter.body import read_body
 from functions_adapter.turn_call import TurnCall, call_turn
 from functions_adapter.turn_response import render_outcome
 from functions_adapter.wiring import load_settings
-from resumable.base.errors import InvalidRequest, ServerMisconfigured
+from resumable.base import InvalidRequest, ServerMisconfigured
 from resumable.core.idempotency import fingerprint
 
 logger = logging.getLogger(__name__)

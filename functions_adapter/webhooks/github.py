@@ -24,7 +24,7 @@ from azurefunctions.extensions.http.fastapi import Request, Response
 from functions_adapter.request_trace import traced
 from functions_adapter.thread_names import derived_thread_id, origin_for
 from functions_adapter.webhooks.common import Delivery, parsed, start_turn, verified_body
-from resumable.base.errors import InvalidRequest
+from resumable.base import InvalidRequest
 
 bp = func.Blueprint()
 

@@ -26,7 +26,7 @@ from functions_adapter.request_trace import traced
 from functions_adapter.thread_names import derived_thread_id
 from functions_adapter.webhooks import slack_answer as slack_answer_route
 from functions_adapter.webhooks.common import Delivery, parsed, start_turn, verified_body
-from resumable.base.errors import InvalidRequest
+from resumable.base import InvalidRequest
 
 bp = func.Blueprint()
 

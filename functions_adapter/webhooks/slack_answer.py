@@ -24,10 +24,9 @@ from functions_adapter.http_responses import json_response
 from functions_adapter.thread_names import origin_for, parts_of
 from functions_adapter.webhooks.common import parsed, secrets, verified_body
 from functions_adapter.wiring import build_service, container_for, idempotency_store, load_settings
-from resumable.background.records import RunRecords
+from resumable.background import RunRecords
+from resumable.base import InvalidRequest, validate_id
 from resumable.base.cancel_safe import finish_even_if_cancelled
-from resumable.base.errors import InvalidRequest
-from resumable.base.ids import validate_id
 from resumable.core.idempotency import StoredResponse, fingerprint
 
 ROUTE = "/api/adapters/slack/answer"

@@ -29,28 +29,96 @@ made safe to act on. The pieces, one module each:
   can no longer commit. A failed save stops the run at the boundary (the framework swallows
   it); an attempt past its time budget hands the run on (``Ending.HANDED_ON``, re-enqueued).
   A log holds back events past the last progress, so no event is shown twice.
+
+Public here (``docs/library-api.md``): the names in ``__all__``, each imported on first use
+(a host's first background route or trigger pays for the queue SDK, not its cold start).
 """
 
 from __future__ import annotations
 
-from .commit_check import CommitCheck, may_still_land
-from .executor import MAX_ATTEMPTS, RECORD_WAIT_SECONDS, BackgroundRuns, RecordNotReady
-from .follow import follow, terminal_event
-from .lease import LEASE_SECONDS, RENEW_SECONDS, WATCH_SECONDS, Ending, LeaseState, RunLease
+from ..base.lazy_exports import lazy_exports
 
+_EXPORTS = {
+    "AcceptRequest": "accept",
+    "Accepted": "accept",
+    "BackgroundRuns": "executor",
+    "Callback": "accept",
+    "CallbackDeliveries": "callbacks",
+    "CallbackDelivery": "callback_records",
+    "CommitCheck": "commit_check",
+    "CommitIntent": "records",
+    "Dedupe": "accept",
+    "Ending": "lease",
+    "EventReader": "events",
+    "LEASE_SECONDS": "lease",
+    "LeaseState": "lease",
+    "LoggedEvent": "events",
+    "MAX_ATTEMPTS": "executor",
+    "RECORD_WAIT_SECONDS": "executor",
+    "RENEW_SECONDS": "lease",
+    "RecordNotReady": "executor",
+    "RenderAccepted": "accept",
+    "RetryPolicy": "callbacks",
+    "RunAcceptor": "accept",
+    "RunControl": "control",
+    "RunLease": "lease",
+    "RunMessage": "messages",
+    "RunQueue": "..storage.run_queue",
+    "RunRecord": "records",
+    "RunRecordView": "finished_run",
+    "RunRecords": "records",
+    "Sender": "callbacks",
+    "TERMINAL_EVENTS": "follow",
+    "ThreadOrder": "order",
+    "WATCH_SECONDS": "lease",
+    "callback_store": "callback_records",
+    "delete_finished_run": "run_delete",
+    "follow": "follow",
+    "may_still_land": "commit_check",
+    "owned_record": "run_access",
+    "owned_run": "run_access",
+    "terminal_event": "follow",
+}
 __all__ = [
     "LEASE_SECONDS",
     "MAX_ATTEMPTS",
     "RECORD_WAIT_SECONDS",
     "RENEW_SECONDS",
+    "TERMINAL_EVENTS",
     "WATCH_SECONDS",
+    "AcceptRequest",
+    "Accepted",
     "BackgroundRuns",
+    "Callback",
+    "CallbackDeliveries",
+    "CallbackDelivery",
     "CommitCheck",
+    "CommitIntent",
+    "Dedupe",
     "Ending",
+    "EventReader",
     "LeaseState",
+    "LoggedEvent",
     "RecordNotReady",
+    "RenderAccepted",
+    "RetryPolicy",
+    "RunAcceptor",
+    "RunControl",
     "RunLease",
+    "RunMessage",
+    "RunQueue",
+    "RunRecord",
+    "RunRecordView",
+    "RunRecords",
+    "Sender",
+    "ThreadOrder",
+    "callback_store",
+    "delete_finished_run",
     "follow",
     "may_still_land",
+    "owned_record",
+    "owned_run",
     "terminal_event",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -11,7 +11,7 @@ the state machine). The run record keeps only the callback URL.
   ``next_at``: the earliest time the next attempt may run, by the writer's clock, and
   ``wait``: the same as seconds after the write that set it, which other instances read
   against the record's age on the storage service's clock (None: a record from before it).
-* ``claim``: the delivery that is POSTing now (its queue message ID, and until when the
+* ``claim`` (a ``DeliveryLease``): the delivery that is POSTing now (its queue message ID, and until when the
   claim holds): a duplicate delivery of the same attempt finds it and does not POST.
 * ``reason``: why it gave up (``max_attempts``, ``max_seconds``, ``server_misconfigured``,
   ``queue_deliveries_exhausted``).
@@ -54,7 +54,7 @@ class Attempt:
 
 
 @dataclass(frozen=True, slots=True)
-class Claim:
+class DeliveryLease:
     """The delivery POSTing now: held from ``at`` until ``until`` (then taken over)."""
 
     token: str
@@ -65,7 +65,7 @@ class Claim:
         return {"token": self.token, "at": self.at, "until": self.until}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Claim:
+    def from_json(cls, data: dict[str, Any]) -> DeliveryLease:
         if not isinstance(data, dict):
             raise TypeError("claim")
         return cls(_text(data["token"]), _number(data["at"]), _number(data["until"]))
@@ -80,7 +80,7 @@ class CallbackDelivery:
     attempts: tuple[Attempt, ...]
     first_at: float
     next_at: float
-    claim: Claim | None = None
+    claim: DeliveryLease | None = None
     reason: str | None = None
     wait: float | None = None
 
@@ -118,7 +118,7 @@ class CallbackDelivery:
             attempts=tuple(Attempt.from_json(attempt) for attempt in data["attempts"]),
             first_at=_number(data["first_at"]),
             next_at=_number(data["next_at"]),
-            claim=None if claim is None else Claim.from_json(claim),
+            claim=None if claim is None else DeliveryLease.from_json(claim),
             reason=reason,
             wait=None if data.get("wait") is None else _number(data["wait"]),
         )

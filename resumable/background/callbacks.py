@@ -46,7 +46,16 @@ from ..base.errors import ServerMisconfigured
 from ..storage.blob_records import RecordConflict
 from ..storage.record_store import CLOCK_RESOLUTION, Stored
 from . import records as rr
-from .callback_records import DELIVERED, GAVE_UP, PENDING, STOPPED, Attempt, CallbackDelivery, Claim, callback_store
+from .callback_records import (
+    DELIVERED,
+    GAVE_UP,
+    PENDING,
+    STOPPED,
+    Attempt,
+    CallbackDelivery,
+    DeliveryLease,
+    callback_store,
+)
 from .finished_run import FinishedRun, RunReader, run_record_reader
 
 logger = logging.getLogger(__name__)
@@ -206,7 +215,7 @@ class CallbackDeliveries:
             state = self._verdict(replace(state, attempts=(*state.attempts, interrupted), claim=None), None, now, 1.0)
             if state.final:
                 return state
-        return replace(state, claim=Claim(token, now, now + CLAIM_SECONDS), wait=0.0)  # due: it runs now
+        return replace(state, claim=DeliveryLease(token, now, now + CLAIM_SECONDS), wait=0.0)  # due: it runs now
 
     async def _attempt(self, run_id: str, run: FinishedRun, claimed: Stored[CallbackDelivery], token: str) -> None:
         body = payload(run)

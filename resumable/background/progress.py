@@ -43,8 +43,8 @@ from azure.storage.blob.aio import ContainerClient
 from ..base import strict_json
 from ..base.errors import HandedOn, ProgressNotSaved, ResumeError, RunTakenOver
 from ..checkpoints.codec import CheckpointCodec
-from ..checkpoints.gate import off_loop
 from ..checkpoints.mac import CheckpointMac, MacMismatch
+from ..checkpoints.transfers import off_loop
 from ..core.resume import Continuation, fits
 from ..storage import layout, sdk
 from ..storage.failures import storage_unavailable_on_failure, upload_new

@@ -8,7 +8,7 @@ blob bodies.
 Encoding a checkpoint and decoding a large one are CPU work proportional to its size, so
 they run on a worker thread (a decode below ``OFF_LOOP_BYTES`` stays inline: the hop would
 cost more than the work; an encode's size is unknown until it is done), and a worker runs a
-bounded number of transfers at once (``gate.py``): the event loop keeps serving other
+bounded number of transfers at once (``transfers.py``): the event loop keeps serving other
 requests (and ``/api/health``) meanwhile.
 With ``CHECKPOINT_MAC_KEYS`` set, each blob carries an HMAC in its metadata, checked
 before the body is parsed (``checkpoint_mac.py``).
@@ -39,9 +39,9 @@ from . import blob_metadata
 from .blob_metadata import CodecFor
 from .cache import CachedBlob, CheckpointCache
 from .codec import CheckpointCodec
-from .gate import cpu, off_loop, transfer_slot
 from .info import CheckpointInfo
 from .mac import CheckpointMac, MacMismatch
+from .transfers import cpu, off_loop, transfer_slot
 
 if TYPE_CHECKING:  # the storage SDK loads on first use, not at import (cold start)
     from azure.storage.blob.aio import ContainerClient

@@ -30,7 +30,7 @@ so ``CHECKPOINT_CACHE_BYTES`` bounds the cache's share of the process (a test co
 with ``tracemalloc``). Once the cache is full, every insert pushes out about a checkpoint's
 worth of bytes, and freeing an object runs in the thread that drops its last reference: an
 entry of ``RELEASE_OFF_LOOP_BYTES`` or more that the cache lets go of (pushed out or
-forgotten), and everything a resize drops, is freed on the codec thread (``gate.release``),
+forgotten), and everything a resize drops, is freed on the codec thread (``transfers.release``),
 not on the event loop; a smaller entry is freed on the spot, which costs less. Nothing else of a
 finished run stays: the run's workflow, executors and decoded checkpoints are freed by
 reference counting when its call ends (``af_internals.unlink_handlers``,
@@ -45,7 +45,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from . import gate
+from . import transfers
 
 # Flex Consumption instances have 2 GB (or 512 MB, or 4 GB): 128 MiB holds thousands of
 # typical (2-50 KB) checkpoints and leaves room for a burst of large ones in flight.
@@ -130,7 +130,7 @@ class CheckpointCache:
 
     def resize(self, max_bytes: int) -> None:
         if max_bytes != self._blobs.capacity:
-            gate.release(self._blobs.clear())
+            transfers.release(self._blobs.clear())
             self._blobs = _Lru(max_bytes)
 
     @property
@@ -161,7 +161,7 @@ def _let_go(dropped: list[CachedBlob]) -> None:
     and hand large ones to the codec thread (freeing tens of MiB unmaps them: milliseconds)."""
     large = [blob for blob in dropped if len(blob.data) >= RELEASE_OFF_LOOP_BYTES]
     dropped.clear()  # before the hand-off: no reference may stay behind on this thread
-    gate.release(large)
+    transfers.release(large)
 
 
 def footprint(checkpoint_id: str, blob: CachedBlob) -> int:

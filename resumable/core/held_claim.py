@@ -14,8 +14,7 @@ from ..base.cancel_safe import finish_even_if_cancelled
 from ..base.errors import ClaimLost, ResumeError
 from . import idempotency
 from .claim import TaskOwner
-from .idempotency import Claim as KeyClaim
-from .idempotency import IdempotencyStore
+from .idempotency import IdempotencyStore, KeyClaim
 
 logger = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ from .idempotency_record import (
     RECORD_ERRORS,
     WEBHOOK_ID,
     CheckCommit,
-    Claim,
+    KeyClaim,
     KeyRecord,
     StoredResponse,
     abandoned,
@@ -139,10 +139,10 @@ class IdempotencyStore:
 
     async def begin(
         self, key: str, request_fingerprint: str, *, kind: str = IDEMPOTENCY_KEY, plan_checkpoint: bool = False
-    ) -> Claim | StoredResponse:
+    ) -> KeyClaim | StoredResponse:
         """Claim the key, or return the stored response of an earlier identical request.
         ``plan_checkpoint``: the call commits by creating a checkpoint (no thread), and must
-        save under the one its claim names (``Claim.planned_checkpoint_id``)."""
+        save under the one its claim names (``KeyClaim.planned_checkpoint_id``)."""
         name = record_name(key, kind, self._scope)
         token = uuid.uuid4().hex
         replay: list[StoredResponse] = []
@@ -155,7 +155,7 @@ class IdempotencyStore:
             return replay[0]
         if written is None or not written.value.held_by(token):
             raise RequestInProgress("The Idempotency-Key is contended; retry later.")
-        return Claim(name, request_fingerprint, written, token)
+        return KeyClaim(name, request_fingerprint, written, token)
 
     async def peek(self, key: str, request_fingerprint: str, *, kind: str) -> StoredResponse | None:
         """An earlier identical request's final response, or None; a reused key is refused.
@@ -196,7 +196,7 @@ class IdempotencyStore:
             record_name(key, kind, self._scope), lambda r: DELETE if r is not None and r.run_id == run_id else None
         )
 
-    async def _change_claim(self, claim: Claim, change: Callable[[KeyRecord], KeyRecord | object]) -> None:
+    async def _change_claim(self, claim: KeyClaim, change: Callable[[KeyRecord], KeyRecord | object]) -> None:
         """Apply ``change`` while the record is still this claim's; ``ClaimLost`` otherwise."""
 
         def ours(current: KeyRecord | None) -> KeyRecord | object:
@@ -208,11 +208,11 @@ class IdempotencyStore:
         if written is not None:
             claim.record = written
 
-    async def renew(self, claim: Claim) -> None:
+    async def renew(self, claim: KeyClaim) -> None:
         """Show the claim is alive; ``ClaimLost`` if it was taken over meanwhile."""
         await self._change_claim(claim, lambda record: record.renewed(time.time()))
 
-    async def committing(self, claim: Claim, checkpoint_id: str, thread_id: str | None, body: bytes) -> None:
+    async def committing(self, claim: KeyClaim, checkpoint_id: str, thread_id: str | None, body: bytes) -> None:
         """Record what is about to be committed; ``ClaimLost`` (commit nothing) if not ours."""
         change = {"claimed_at": time.time(), "checkpoint_id": checkpoint_id, "thread_id": thread_id}
         await self._change_claim(
@@ -235,7 +235,7 @@ class IdempotencyStore:
             # Still ``committing``: whoever reads it next checks the commit and replays.
             logger.warning("Could not mark an Idempotency-Key completed; the next retry will")
 
-    async def complete(self, claim: Claim, status: int, body: bytes) -> None:
+    async def complete(self, claim: KeyClaim, status: int, body: bytes) -> None:
         """Store the response. Never raises: the call has already succeeded.
 
         If storage fails here, the record stays ``committing`` (or ``in_progress``, for a
@@ -244,7 +244,7 @@ class IdempotencyStore:
         record = dataclasses.replace(claim.record.value, status=status, body=body)
         await self._finish(claim.name, record, claim.record)
 
-    async def abandon(self, claim: Claim, *, committing: bool = False) -> None:
+    async def abandon(self, claim: KeyClaim, *, committing: bool = False) -> None:
         """The request failed: release the key, unless what it was committing did commit.
 
         A failure after the commit point (a pointer write whose answer was lost, say)
@@ -265,7 +265,7 @@ class IdempotencyStore:
                 return
         await self.release(claim)
 
-    async def release(self, claim: Claim) -> None:
+    async def release(self, claim: KeyClaim) -> None:
         """Give the key back so a retry runs again. Never raises (it runs on error paths)."""
         try:
             await self._change_claim(claim, lambda record: DELETE)
@@ -276,8 +276,8 @@ class IdempotencyStore:
 __all__ = [
     "IDEMPOTENCY_KEY",
     "WEBHOOK_ID",
-    "Claim",
     "IdempotencyStore",
+    "KeyClaim",
     "StoredResponse",
     "fingerprint",
     "record_name",

@@ -199,7 +199,7 @@ class StoredResponse:
 
 
 @dataclass(slots=True)
-class Claim:
+class KeyClaim:
     """This request holds the key (``record`` holds the ETag its next write must match)."""
 
     name: str

@@ -30,7 +30,7 @@ from devtools.queue_runner import QueueRunner
 from devtools.record_faults import Hits, lose_answers, race_writes
 from devtools.webhook_receiver import WebhookReceiver
 from functions_adapter import callbacks, wiring
-from resumable.background.callback_records import DELIVERED, Attempt, CallbackDelivery, Claim, callback_store
+from resumable.background.callback_records import DELIVERED, Attempt, CallbackDelivery, DeliveryLease, callback_store
 from resumable.base.errors import StorageUnavailable
 from resumable.storage import layout
 from resumable.storage.run_queue import RunQueue
@@ -180,7 +180,7 @@ async def test_lost_answers_at_every_callback_write_post_once(
 
 async def _claim(run_id: str, token: str, until: float) -> None:
     store = callback_store(wiring.container_for(wiring.load_settings()))
-    await store.update(run_id, lambda s: dataclasses.replace(s, claim=Claim(token, until - 30, until)))
+    await store.update(run_id, lambda s: dataclasses.replace(s, claim=DeliveryLease(token, until - 30, until)))
 
 
 async def _pending_after_one_failure(host: FunctionHost, receiver: WebhookReceiver) -> str:

@@ -347,7 +347,7 @@ async def _claim_elsewhere(monkeypatch: pytest.MonkeyPatch, skew_seconds: float)
     """Another instance, its clock ``skew_seconds`` off, claims a key and keeps running."""
     import time
 
-    from resumable.core.idempotency import Claim
+    from resumable.core.idempotency import KeyClaim
 
     settings = Settings.from_env()
     service = composition.build_service(settings)
@@ -357,7 +357,7 @@ async def _claim_elsewhere(monkeypatch: pytest.MonkeyPatch, skew_seconds: float)
     with monkeypatch.context() as patch:
         patch.setattr(time, "time", lambda: real() + skew_seconds)
         held = await store.begin("key-skewed", "fingerprint")
-    assert isinstance(held, Claim)
+    assert isinstance(held, KeyClaim)
     return store, held
 
 
@@ -383,4 +383,4 @@ async def test_an_abandoned_claim_from_an_instance_with_a_fast_clock_is_taken_ov
     store, held = await _claim_elsewhere(monkeypatch, 3600)
     monkeypatch.setattr(idempotency, "CLAIM_SECONDS", -2)
     taken = await store.begin("key-skewed", "fingerprint")
-    assert isinstance(taken, idempotency.Claim) and taken.token != held.token
+    assert isinstance(taken, idempotency.KeyClaim) and taken.token != held.token

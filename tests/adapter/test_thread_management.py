@@ -153,7 +153,7 @@ async def test_heads_forks_moved_away_from_survive_the_sweep_however_far_back(
 ) -> None:
     """Two forks, then more turns than the pointer's recent list holds: the daily sweep must
     keep both old heads (and their lineage) readable, and still delete a real orphan."""
-    from functions_adapter import maintenance
+    from functions_adapter import housekeeping
 
     ids = [(await _turn(host, "branchy", f"turn {n}"))[1]["checkpoint_id"] for n in range(1, 4)]
     first_fork = (await _turn(host, "branchy", "fork one", from_checkpoint_id=ids[0]))[1]["checkpoint_id"]
@@ -168,7 +168,7 @@ async def test_heads_forks_moved_away_from_survive_the_sweep_however_far_back(
     orphan.checkpoint_id = "lost-race-of-branchy"
     await service.store.save(orphan, thread_id="branchy")
 
-    monkeypatch.setattr(maintenance, "ORPHAN_MIN_AGE_SECONDS", -1)
+    monkeypatch.setattr(housekeeping, "ORPHAN_MIN_AGE_SECONDS", -1)
     await host.triggers["sweep_orphan_checkpoints"].handler(None)
 
     for old in (ids[2], ids[1], moved_on):

@@ -231,7 +231,7 @@ async def test_a_client_that_disconnects_mid_stream_commits_nothing_and_frees_th
 
 
 async def test_the_daily_timer_sweeps_orphans(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> None:
-    from functions_adapter import maintenance
+    from functions_adapter import housekeeping
 
     sweep = host.triggers["sweep_orphan_checkpoints"]
     assert sweep.binding["type"] == "timerTrigger"
@@ -241,7 +241,7 @@ async def test_the_daily_timer_sweeps_orphans(host: FunctionHost, monkeypatch: p
     orphan = await service.store.load((await service.pointers.read("swept")).checkpoint_id)
     orphan.checkpoint_id = "orphan-2"
     await service.store.save(orphan, thread_id="swept")
-    monkeypatch.setattr(maintenance, "ORPHAN_MIN_AGE_SECONDS", -1)
+    monkeypatch.setattr(housekeeping, "ORPHAN_MIN_AGE_SECONDS", -1)
     await sweep.handler(None)
     assert await service.store.list_checkpoint_ids(workflow_name="conversation-demo") == [
         (await service.pointers.read("swept")).checkpoint_id

@@ -20,7 +20,8 @@ import workflows
 from devtools.function_host import FunctionHost
 from devtools.instances import Instance, separate_instances
 from devtools.queue_runner import QueueRunner
-from functions_adapter import maintenance, version_check, wiring
+from functions_adapter import housekeeping as timer
+from functions_adapter import version_check, wiring
 from resumable.threads import housekeeping
 from resumable.threads.pass_state import PassState
 
@@ -116,8 +117,8 @@ async def test_every_thread_continues_across_a_redeploy(
         assert removed == ["default@v1 (5 threads)"] and counted_at is not None
         assert version_check.verdict(removed, counted_at, force=False) == 1
         assert version_check.verdict(removed, counted_at, force=True) == 0
-        with caplog.at_level(logging.ERROR, logger=maintenance.__name__):  # deployed anyway: the timer says so
-            assert (await maintenance.sweep()).pass_finished
+        with caplog.at_level(logging.ERROR, logger=timer.__name__):  # deployed anyway: the timer says so
+            assert (await timer.run()).pass_finished
         assert "no longer hosts: default@v1 (5 threads)" in caplog.text
         return
     assert await counts(app) == {"v1": 0, "v2": 6}

@@ -34,7 +34,7 @@ from azure.storage.queue.aio import QueueClient
 from devtools.azurite import Azurite
 from devtools.function_host import FunctionHost
 from devtools.worker_driver import WorkerDriver, protos
-from functions_adapter import maintenance, queue_triggers
+from functions_adapter import housekeeping, queue_triggers
 from functions_adapter import wiring as composition
 from functions_adapter.settings import Settings
 from resumable.background import executor as run_executor
@@ -275,7 +275,7 @@ async def test_the_timer_invocation_sweeps_orphans(worker: WorkerDriver, monkeyp
     orphan = await service.store.load(head)
     orphan.checkpoint_id = "orphan-of-swept"
     await service.store.save(orphan, thread_id="swept")
-    monkeypatch.setattr(maintenance, "ORPHAN_MIN_AGE_SECONDS", -1)  # Azurite cannot age a blob
+    monkeypatch.setattr(housekeeping, "ORPHAN_MIN_AGE_SECONDS", -1)  # Azurite cannot age a blob
     assert sorted(await service.store.list_checkpoint_ids(workflow_name="conversation-demo")) == sorted(
         [head, "orphan-of-swept"]
     )

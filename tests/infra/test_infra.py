@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from pycep import BicepParser
 
-from functions_adapter.setting_names import ADAPTER_SECRETS, ADAPTER_SETTINGS
 from functions_adapter.settings import (
+    ADAPTER_SECRETS,
+    ADAPTER_SETTINGS,
     CODE_SETTINGS,
     MODEL_SETTINGS,
     PLATFORM_SETTINGS,

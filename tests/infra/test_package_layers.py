@@ -124,3 +124,28 @@ def test_no_adapter_module_builds_a_request_by_hand() -> None:
             if name in {"Request", "StarletteRequest", "HTTPConnection"} or scope:
                 made_up.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert made_up == []
+
+
+# Where a turn may be started other than the one turn call, and why.
+TURN_STARTERS_ELSEWHERE = {
+    "functions_adapter/api/checkpoint_state.py": "a state edit's fork: no key, no thread, no background accept",
+    "functions_adapter/queue_triggers.py": "executes a run call_turn already accepted",
+}
+
+
+def test_every_protocol_starts_its_turns_through_the_one_turn_call() -> None:
+    """Claiming a key, accepting a background run or owning a run happens in ``turn_call.py``
+    only, so each protocol (the Responses API included) inherits the same commit and cost."""
+    starters = {"begin", "submit", "RunOwner"}
+    found = []
+    for path in sorted((ROOT / "functions_adapter").rglob("*.py")):
+        where = str(path.relative_to(ROOT))
+        if where == "functions_adapter/turn_call.py" or where in TURN_STARTERS_ELSEWHERE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            called = node.func if isinstance(node, ast.Call) else None
+            name = getattr(called, "id", None) or getattr(called, "attr", None)
+            owner = getattr(getattr(called, "value", None), "id", None)
+            if name == "RunOwner" or (name in starters and owner in {"keyed_call", "background_submit"}):
+                found.append(f"{where}:{node.lineno} {name}")
+    assert found == []

@@ -41,7 +41,7 @@ def test_defaults() -> None:
         "functionTimeout"
     ].split(":")
     timeout = int(hours) * 3600 + int(minutes) * 60 + int(seconds)
-    assert settings.maintenance_seconds == 300.0 <= timeout / 4
+    assert settings.housekeeping_seconds == 300.0 <= timeout / 4
 
 
 @pytest.mark.parametrize(

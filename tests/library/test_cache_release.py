@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from resumable.checkpoints import gate
+from resumable.checkpoints import transfers
 from resumable.checkpoints.cache import RELEASE_OFF_LOOP_BYTES, CachedBlob, CheckpointCache, footprint
 
 LARGE = RELEASE_OFF_LOOP_BYTES
@@ -47,7 +47,7 @@ def codec_thread(name: str) -> bool:
 
 async def settled() -> None:
     """Wait for the codec thread to finish what was handed to it before (one thread, FIFO)."""
-    await gate.off_loop(lambda: None)
+    await transfers.off_loop(lambda: None)
 
 
 async def test_a_large_entry_evicted_on_the_loop_is_freed_on_the_codec_thread() -> None:
@@ -104,7 +104,7 @@ async def test_the_insert_does_not_wait_for_the_codec_thread() -> None:
     for i in range(4):
         cache.put("c", f"id-{i}", entry("first" if i == 0 else f"next-{i}"))
     hold = threading.Event()
-    blocked = asyncio.ensure_future(gate.off_loop(hold.wait, 10.0))  # the codec thread is busy
+    blocked = asyncio.ensure_future(transfers.off_loop(hold.wait, 10.0))  # the codec thread is busy
     try:
         await asyncio.sleep(0)
         cache.put("c", "id-4", entry("last"))  # full: evicts "first"

@@ -17,9 +17,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from devtools.function_host import FunctionHost
 from functions_adapter import wiring
 from functions_adapter.settings import Settings
-from resumable.checkpoints import gate as checkpoint_gate
+from resumable.checkpoints import transfers
 from resumable.checkpoints.af_internals import encode_checkpoint_value
-from resumable.checkpoints.gate import MAX_IN_FLIGHT, OFF_LOOP_BYTES
+from resumable.checkpoints.transfers import MAX_IN_FLIGHT, OFF_LOOP_BYTES
 from resumable.storage import clients as storage_client
 from tests.tamper import attacker_container, first_turn
 
@@ -125,10 +125,10 @@ async def test_a_request_never_waits_for_a_slot_longer_than_the_bound(
 ) -> None:
     """Transfers stuck elsewhere (a hung storage call) hold every slot: a resume still runs."""
     genuine = await first_turn(host)
-    monkeypatch.setattr(checkpoint_gate, "MAX_WAIT_SECONDS", 0.05)
+    monkeypatch.setattr(transfers, "MAX_WAIT_SECONDS", 0.05)
     async with AsyncExitStack() as held:
         for _ in range(MAX_IN_FLIGHT):
-            await held.enter_async_context(checkpoint_gate.transfer_slot())
+            await held.enter_async_context(transfers.transfer_slot())
         body = {"checkpoint_id": genuine["checkpoint_id"], "messages": "again"}
         response = await asyncio.wait_for(host.request("POST", "/api/runs", json_body=body), 10)
         assert response.status == 200, await response.body()

@@ -33,7 +33,7 @@ DEFERRED = (
     "functions_adapter.openai.responses_api",
     "functions_adapter.queue_triggers",
     "functions_adapter.callbacks",
-    "functions_adapter.maintenance",
+    "functions_adapter.housekeeping",
 )
 
 

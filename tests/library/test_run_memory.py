@@ -30,7 +30,7 @@ from functions_adapter.settings import Settings
 from resumable.base.errors import InvalidRequest, WorkflowFailed
 from resumable.checkpoints.blob_store import BlobCheckpointStorage
 from resumable.checkpoints.cache import CheckpointCache, HeadCache
-from resumable.checkpoints.gate import OFF_LOOP_BYTES, cpu
+from resumable.checkpoints.transfers import OFF_LOOP_BYTES, cpu
 from resumable.core.resume import TurnInput
 from resumable.core.run_owner import RunOwner
 from resumable.core.runs import RunRequest, RunService

@@ -16,7 +16,7 @@ from agent_framework import Message
 
 from devtools.function_host import FunctionHost
 from devtools.record_faults import lose_answers
-from functions_adapter import maintenance
+from functions_adapter import housekeeping
 from functions_adapter import wiring as composition
 from functions_adapter.settings import Settings
 from resumable.base.errors import StorageUnavailable
@@ -58,7 +58,7 @@ async def blob_names(prefix: str) -> list[str]:
 
 async def sweep_everything(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> None:
     """Run the registered timer with every checkpoint old enough to be swept."""
-    monkeypatch.setattr(maintenance, "ORPHAN_MIN_AGE_SECONDS", -1)
+    monkeypatch.setattr(housekeeping, "ORPHAN_MIN_AGE_SECONDS", -1)
     await host.triggers["sweep_orphan_checkpoints"].handler(None)
 
 

@@ -1,4 +1,6 @@
-"""Who may touch a thread: an optional hook named by ``THREAD_AUTHORIZER=module:function``.
+"""Who is calling (its origin, from headers only the platform could have set), and whether
+it may touch a thread: an optional hook named by ``THREAD_AUTHORIZER=module:function``
+(``authorizers.py`` holds a ready one).
 
 The hook is called as ``hook(route=..., thread_id=..., headers=..., metadata=...)`` and
 returns true to allow (it may be async). A refusal is 403 ``forbidden``, decided before
@@ -23,8 +25,8 @@ from starlette.requests import HTTPConnection
 from functions_adapter.authorizers import principal_of
 from functions_adapter.settings import SettingsError
 from functions_adapter.thread_names import origin_for
-from resumable.base.errors import Forbidden
-from resumable.threads.ownership import Caller
+from resumable.base import Forbidden
+from resumable.threads import Caller
 
 logger = logging.getLogger(__name__)
 PRINCIPAL_HEADERS = ("x-ms-client-principal", "x-ms-client-principal-id", "x-ms-client-principal-name")

@@ -1,5 +1,9 @@
 """Housekeeping run by the timer function: remove checkpoints no thread can reach, and
-keep each thread's recent lineage from ageing out, a budgeted slice per invocation."""
+keep each thread's recent lineage from ageing out, a budgeted slice per invocation.
+
+One name for the job; the timer function ``sweep_orphan_checkpoints``, the setting
+``MAINTENANCE_SECONDS`` and the ``maintenance/`` blob prefix are its older names, kept
+for deployed apps (docs/architecture.md's glossary)."""
 
 from __future__ import annotations
 
@@ -7,8 +11,8 @@ import logging
 
 from functions_adapter.settings import Settings
 from functions_adapter.wiring import build_service, load_settings, workflow_catalog
-from resumable.core.runs import RunService
-from resumable.threads.housekeeping import Report, run_housekeeping
+from resumable import RunService
+from resumable.threads import Report, run_housekeeping
 from resumable.threads.pass_state import live_threads
 
 logger = logging.getLogger(__name__)
@@ -19,7 +23,7 @@ logger = logging.getLogger(__name__)
 ORPHAN_MIN_AGE_SECONDS = 3600
 
 
-async def sweep() -> Report:
+async def run() -> Report:
     """Go on with the daily pass for at most MAINTENANCE_SECONDS: delete thread checkpoints
     that lost their race and were not cleaned up at once, read each thread's recent
     lineage (retention goes by last access; turns read only the head), then delete event
@@ -30,7 +34,7 @@ async def sweep() -> Report:
         service.store.container,
         service.pointers,
         service.store,
-        budget_seconds=settings.maintenance_seconds,
+        budget_seconds=settings.housekeeping_seconds,
         orphan_min_age_seconds=ORPHAN_MIN_AGE_SECONDS,
     )
     logger.info(

@@ -14,9 +14,9 @@ encode (its size is known only once it is done), and decodes above ``OFF_LOOP_BY
 The thread still takes turns with the loop for the GIL (``sys.getswitchinterval``, 5 ms),
 and JSON's C code does not let go of it: a 1 MB ``json.dumps`` holds the loop about 1 ms.
 A request waiting for its turn holds no checkpoint bytes yet. The run itself (the
-workflow's executors) is not gated: a model-backed workflow waits on its model for
+workflow's executors) takes no slot: a model-backed workflow waits on its model for
 seconds and must hold no one up. Nor is a transfer that waited
-``MAX_WAIT_SECONDS`` (a hung storage call elsewhere): the gate smooths bursts, it never
+``MAX_WAIT_SECONDS`` (a hung storage call elsewhere): the slots smooth bursts, it never
 stalls a request. The same thread frees the large entries the checkpoint cache lets go of (``release``).
 """
 
@@ -38,32 +38,32 @@ MAX_IN_FLIGHT = 6
 MAX_WAIT_SECONDS = 1.0
 
 _T = TypeVar("_T")
-_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+_slot_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 _codec = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-codec")  # starts its thread on first use
 
 
-def _gate() -> asyncio.Semaphore:
+def _slots() -> asyncio.Semaphore:
     """This loop's semaphore (one binds to one loop; tests run a loop per test)."""
     loop = asyncio.get_running_loop()
-    gate = _gates.get(loop)
-    if gate is None:
-        gate = _gates[loop] = asyncio.Semaphore(MAX_IN_FLIGHT)
-    return gate
+    slots = _slot_pools.get(loop)
+    if slots is None:
+        slots = _slot_pools[loop] = asyncio.Semaphore(MAX_IN_FLIGHT)
+    return slots
 
 
 @contextlib.asynccontextmanager
 async def transfer_slot() -> AsyncIterator[None]:
     """Hold one of this worker's transfer slots, or go ahead after ``MAX_WAIT_SECONDS``."""
-    gate = _gate()
+    slots = _slots()
     try:
-        await asyncio.wait_for(gate.acquire(), MAX_WAIT_SECONDS)
+        await asyncio.wait_for(slots.acquire(), MAX_WAIT_SECONDS)
     except TimeoutError:
         yield
         return
     try:
         yield
     finally:
-        gate.release()
+        slots.release()
 
 
 async def cpu(size: int, work: Callable[..., _T], *args: Any) -> _T:
