@@ -22,7 +22,8 @@ from functions_adapter.http_responses import json_response
 from functions_adapter.settings import Settings
 from functions_adapter.sse import KEEPALIVE, MEDIA_TYPE, sse_event
 from functions_adapter.wiring import container_for, load_settings
-from resumable.background import EventReader, LoggedEvent, RunRecord, RunRecords, follow
+from resumable.background import EventReader, LoggedEvent, RunRecord, RunRecords
+from resumable.background.follow import follow
 from resumable.core.event_pump import IdleTick
 from resumable.storage.record_store import Stored
 

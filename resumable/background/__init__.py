@@ -20,7 +20,7 @@ made safe to act on. The pieces, one module each:
   an end that says "nothing was committed" waits until no intent can still land.
 * **Order per thread** (``thread_drain``): a thread's turns run front-first from its
   pending list (``thread_order``).
-* **Events** (``run_events``, ``run_follow``): batched into a per-attempt log and the
+* **Events** (``events``, ``follow``): batched into a per-attempt log and the
   record's outcome write; ``follow`` replays and tails them for joiners.
 * **Progress** (``run_progress``, ``superstep`` durability): after each superstep, the
   attempt's own progress blob (create, then If-Match replaces; no record write), never a
@@ -73,7 +73,6 @@ _EXPORTS = {
     "WATCH_SECONDS": "lease",
     "callback_store": "callback_records",
     "delete_finished_run": "run_delete",
-    "follow": "follow",
     "may_still_land": "commit_check",
     "owned_record": "run_access",
     "owned_run": "run_access",
@@ -114,7 +113,6 @@ __all__ = [
     "ThreadOrder",
     "callback_store",
     "delete_finished_run",
-    "follow",
     "may_still_land",
     "owned_record",
     "owned_run",

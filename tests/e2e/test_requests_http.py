@@ -49,7 +49,7 @@ def _check_requests_http(exchanges: list[Exchange]) -> None:
     import function_app  # the routes the file must reach
 
     _, written = parse_http_file((EXAMPLES / "requests.http").read_text())
-    assert len(exchanges) == len(written) == 40
+    assert len(exchanges) == len(written) == 42
     routes = FunctionHost(function_app.app)
     covered = set()
     for exchange in exchanges:
@@ -74,6 +74,8 @@ def _check_requests_http(exchanges: list[Exchange]) -> None:
     assert json.loads(status.body)["status"] == "succeeded", status.body
     (stream,) = [e for e in exchanges if e.url.endswith("/stream")]
     assert "event: done" in stream.body
+    task = json.loads(by_path["POST /api/a2a/default"].body)["result"]["task"]
+    assert task["contextId"] == "a2a-demo" and task["status"]["state"] == "TASK_STATE_COMPLETED", task
     listed = json.loads(by_path["GET /api/threads"].body)
     assert [t["thread_id"] for t in listed["threads"]] == ["ticket-42"] and listed["next_cursor"] is None
     conversation = json.loads(next(e.body for e in exchanges if e.url.endswith("/api/conversations")))
@@ -84,7 +86,7 @@ def _check_requests_http(exchanges: list[Exchange]) -> None:
 def test_httpyac_runs_every_request_of_requests_http(served: Serving, tmp_path: Path) -> None:
     result, exchanges = httpyac_run(pointed_at("requests.http", tmp_path, served.base))
     summary = result["summary"]
-    assert summary["successRequests"] == summary["totalRequests"] == 40, summary
+    assert summary["successRequests"] == summary["totalRequests"] == 42, summary
     assert summary["erroredRequests"] == summary["failedRequests"] == 0, summary
     _check_requests_http(exchanges)
 

@@ -47,3 +47,15 @@ def test_the_root_no_longer_exports_internals() -> None:
 def test_a_name_not_documented_would_fail() -> None:
     assert "HeldClaim" not in documented("resumable")
     assert "ThreadRunner" in documented("resumable")
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_no_exported_name_is_also_a_submodule(surface: str) -> None:
+    """Importing ``surface.<name>`` binds the submodule as the package's attribute, so an
+    exported function of that name would turn into a module once anything imported it (a
+    join answered 500 ``'module' object is not callable`` that way, depending on test order)."""
+    import pkgutil
+
+    module = importlib.import_module(surface)
+    submodules = {info.name for info in pkgutil.iter_modules(module.__path__)}
+    assert set(module.__all__) & submodules == set()
