@@ -613,18 +613,9 @@ AGUI_COVERED = {"threadId": "thread_id", "messages": "messages", "resume": "resu
 
 
 @pytest.fixture
-async def app(host: FunctionHost, queue_env: str, monkeypatch: pytest.MonkeyPatch) -> FunctionHost:
-    """The app with a gateway's principal header trusted: Alice and Bob are two origins."""
-    monkeypatch.setenv("THREAD_PRINCIPAL_HEADER", "x-caller")
-    for name in (
-        "CONSOLE_ENABLED",
-        "SLACK_SIGNING_SECRET",
-        "GITHUB_WEBHOOK_SECRET",
-        "WEBHOOK_SECRET",
-        "THREAD_AUTHORIZER",
-    ):
-        monkeypatch.delenv(name, raising=False)
-    return host
+async def app(two_origins: FunctionHost) -> FunctionHost:
+    """The app with Alice and Bob as two origins (tests/adapter/conftest.py)."""
+    return two_origins
 
 
 async def _ok(host: FunctionHost, method: str, path: str, body: Any = None, query: str = "") -> dict[str, Any]:

@@ -22,17 +22,9 @@ pytestmark = pytest.mark.usefixtures("queue_env")
 
 
 @pytest.fixture
-async def app(host: FunctionHost, queue_env: str, monkeypatch: pytest.MonkeyPatch) -> FunctionHost:
-    monkeypatch.setenv("THREAD_PRINCIPAL_HEADER", "x-caller")
-    for name in (
-        "CONSOLE_ENABLED",
-        "SLACK_SIGNING_SECRET",
-        "GITHUB_WEBHOOK_SECRET",
-        "WEBHOOK_SECRET",
-        "THREAD_AUTHORIZER",
-    ):
-        monkeypatch.delenv(name, raising=False)
-    return host
+async def app(two_origins: FunctionHost) -> FunctionHost:
+    """The app with Alice and Bob as two origins (tests/adapter/conftest.py)."""
+    return two_origins
 
 
 async def call(host: FunctionHost, method: str, path: str, headers: dict[str, str], body: Any = None, query: str = ""):
