@@ -120,6 +120,15 @@ def user(text: str) -> list[Message]:
     return [Message(role="user", contents=[text])]
 
 
+async def post_run(host: FunctionHost, body: dict[str, Any]) -> dict[str, Any]:
+    """``POST /api/runs`` through the in-process app; its JSON answer (anything but 200 raises)."""
+    response = await host.request("POST", "/api/runs", json_body=body)
+    data = await response.json()
+    if response.status != 200:
+        raise RuntimeError(f"HTTP {response.status}: {data}")
+    return data
+
+
 def machine() -> str:
     return (
         f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import statistics
@@ -24,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.harness import post_run
 from bench.lag_probe import TICK_S, GcPauses, Ticker, status_mib
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,12 +43,7 @@ async def _child(state_bytes: int, concurrency: int, supersteps: int) -> dict[st
 
     host = FunctionHost(function_app.app)
 
-    async def post(body: dict[str, Any]) -> dict[str, Any]:
-        response = await host.request("POST", "/api/runs", json_body=body)
-        data = await response.json()
-        if response.status != 200:
-            raise RuntimeError(f"HTTP {response.status}: {data}")
-        return data
+    post = functools.partial(post_run, host)
 
     try:
         base = (await post({"messages": "start"}))["checkpoint_id"]

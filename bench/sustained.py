@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import subprocess
@@ -28,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench.harness import KB, Bench, Report
+from bench.harness import KB, Bench, Report, post_run
 from bench.lag_probe import TICK_S, GcPauses, StallSampler, Ticker, status_mib, summarize
 from resumable.checkpoints.cache import DEFAULT_CACHE_BYTES
 
@@ -109,12 +110,7 @@ async def _child(
 
     host = FunctionHost(function_app.app)
 
-    async def post(body: dict[str, Any]) -> dict[str, Any]:
-        response = await host.request("POST", "/api/runs", json_body=body)
-        data = await response.json()
-        if response.status != 200:
-            raise RuntimeError(f"HTTP {response.status}: {data}")
-        return data
+    post = functools.partial(post_run, host)
 
     rows: list[dict[str, Any]] = []
     stalled: list[dict[str, Any]] = []
