@@ -189,7 +189,7 @@ async def a2a_card(req: Request) -> Response:
 
 @app.route(route="a2a/{workflow}", methods=["POST"])
 async def a2a_rpc(req: Request) -> Response:
-    """A2A JSON-RPC: SendMessage, SendStreamingMessage, GetTask, CancelTask, SubscribeToTask."""
+    """A2A JSON-RPC: SendMessage, SendStreamingMessage, GetTask, CancelTask, SubscribeToTask, push configs."""
     from functions_adapter.a2a import route as a2a  # noqa: PLC0415 - on first use
 
     return await a2a.handle_rpc(req, req.path_params.get("workflow", ""))
