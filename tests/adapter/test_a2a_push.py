@@ -6,6 +6,7 @@ and nothing of a config left after its thread's DELETE."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -18,6 +19,7 @@ from devtools.function_host import FunctionHost
 from devtools.queue_runner import QueueRunner
 from devtools.webhook_receiver import WebhookReceiver
 from functions_adapter import callback_formats, wiring
+from tests import recording_workflow
 from tests.conftest import CALLBACK_SECRET
 
 ENDPOINT = "/api/a2a/default"
@@ -46,9 +48,11 @@ def _send(text: str, config: dict[str, Any] | None, **message: Any) -> dict[str,
     return {"message": _message(text, **message), "configuration": configuration}
 
 
-async def _rpc(host: FunctionHost, method: str, params: Any, caller: str = "alice") -> dict[str, Any]:
+async def _rpc(
+    host: FunctionHost, method: str, params: Any, caller: str = "alice", endpoint: str = ENDPOINT
+) -> dict[str, Any]:
     body = {"jsonrpc": "2.0", "id": "1", "method": method, "params": params}
-    response = await host.request("POST", ENDPOINT, json_body=body, headers={"x-caller": caller})
+    response = await host.request("POST", endpoint, json_body=body, headers={"x-caller": caller})
     assert response.status == 200, await response.body()
     return await response.json()
 
@@ -161,6 +165,30 @@ async def test_configs_are_created_listed_read_and_deleted_on_an_unfinished_task
     assert refused["error"]["code"] == -32004 and "finished" in refused["error"]["message"], refused
     refused = await _rpc(push_env, "DeleteTaskPushNotificationConfig", {"taskId": kept["id"], "id": "cfg-1"})
     assert refused["error"]["code"] == -32004, refused
+
+
+async def test_a_config_created_while_the_task_runs_is_delivered_when_it_finishes(
+    callback_env: FunctionHost, receiver: WebhookReceiver
+) -> None:
+    """Set on a running record (as a cancel request is): the attempt holding the lease
+    writes its outcome over it by compare-and-swap, so the finished run keeps the config."""
+    endpoint = "/api/a2a/recording"
+    async with QueueRunner(callback_env):
+        task = (await _rpc(callback_env, "SendMessage", _send("hold wait", None), endpoint=endpoint))["result"]["task"]
+        await asyncio.wait_for(recording_workflow.WAITING.wait(), 30)
+        working = await _rpc(callback_env, "GetTask", {"id": task["id"]}, endpoint=endpoint)
+        assert working["result"]["status"]["state"] == "TASK_STATE_WORKING"
+        config = {"taskId": task["id"], "url": receiver.url, "token": "late"}
+        created = await _rpc(callback_env, "CreateTaskPushNotificationConfig", config, endpoint=endpoint)
+        assert created["result"]["token"] == "late", created
+        recording_workflow.RELEASE.set()
+        for _ in range(300):
+            if receiver.deliveries:
+                break
+            await asyncio.sleep(0.1)
+    [delivery] = receiver.deliveries
+    assert delivery.verified and delivery.headers["x-a2a-notification-token"] == "late"
+    assert delivery.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
 
 
 async def test_another_origins_task_configs_are_refused(push_env: FunctionHost, receiver: WebhookReceiver) -> None:
