@@ -13,7 +13,8 @@ import json
 import azure.functions as func
 from azurefunctions.extensions.http.fastapi import Request, Response
 
-from functions_adapter import request_trace, service_info, telemetry, webhooks
+from functions_adapter import callback_formats, request_trace, service_info, telemetry, webhooks
+from functions_adapter.a2a import push_format
 from functions_adapter.api import routes
 from functions_adapter.mcp import contract as mcp
 
@@ -23,6 +24,9 @@ from functions_adapter.mcp import contract as mcp
 telemetry.configure()
 service_info.check_at_startup()  # a bad WORKFLOW is logged now, not first by a run's 500
 app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
+# A2A push notifications are completion callbacks in A2A's own body: registered here, at the
+# entry point, so the queue trigger that delivers one has the format on every instance.
+callback_formats.register(push_format.FORMAT, push_format.render)
 
 
 @app.route(route="runs", methods=["POST"])
@@ -185,7 +189,7 @@ async def a2a_card(req: Request) -> Response:
 
 @app.route(route="a2a/{workflow}", methods=["POST"])
 async def a2a_rpc(req: Request) -> Response:
-    """A2A JSON-RPC: SendMessage, SendStreamingMessage, GetTask, CancelTask, SubscribeToTask."""
+    """A2A JSON-RPC: SendMessage, SendStreamingMessage, GetTask, CancelTask, SubscribeToTask, push configs."""
     from functions_adapter.a2a import route as a2a  # noqa: PLC0415 - on first use
 
     return await a2a.handle_rpc(req, req.path_params.get("workflow", ""))

@@ -48,10 +48,16 @@ async def submit(
     settings: Settings,
     dedupe: Any,
     render: RenderAccepted,
+    callback_format: str | None = None,
+    callback_params: Mapping[str, str] | None = None,
 ) -> Accepted:
     """Accept ``turn`` as a background run (``RunAcceptor``): the record keeps
     ``record_body`` (what the queue trigger's turn factory parses) and the key's
-    ``request_fingerprint`` (of what the caller sent); ``render`` shapes the answer."""
+    ``request_fingerprint`` (of what the caller sent); ``render`` shapes the answer;
+    ``callback_format`` (with its ``callback_params``) renders the callback's payload."""
+    if callback_format is not None and turn.request.callback_url is None:
+        raise TypeError("A callback format needs the request's own callback_url.")
+    url = turn.request.callback_url or settings.callback_url
     queue = run_queue(settings)
     container = container_for(settings)
     keys = None
@@ -75,12 +81,17 @@ async def submit(
             origin=turn.request.origin,
         ),
         validate=lambda: turn.runner.validate(turn.request),
-        callback=lambda: _check_callback(turn.request.callback_url or settings.callback_url, settings),
+        callback=lambda: check_callback(url, settings, callback_format, callback_params),
         render=traced_render,
     )
 
 
-async def _check_callback(url: str | None, settings: Settings) -> Callback | None:
+async def check_callback(
+    url: str | None,
+    settings: Settings,
+    callback_format: str | None = None,
+    callback_params: Mapping[str, str] | None = None,
+) -> Callback | None:
     """The run's callback, checked now (400 for an address this app will not call)."""
     if url is None:
         return None
@@ -88,7 +99,7 @@ async def _check_callback(url: str | None, settings: Settings) -> Callback | Non
         logger.error("Configuration error: a callback was asked for and CALLBACK_SECRET is not set")
         raise ServerMisconfigured()
     checked = await callback_url.check(url, callbacks.policy_of(settings))
-    return Callback(checked.url)
+    return Callback(checked.url, callback_format, dict(callback_params or {}))
 
 
 def refuse_synchronous_callback(run_request: RunRequest) -> None:

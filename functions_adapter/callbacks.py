@@ -4,7 +4,9 @@ The library (``resumable.background.callbacks``) schedules callbacks and runs th
 delivery state machine; this module gives it the ``Sender``:
 
 * **Payload**: ``{"type": "run.completed", "run_id", "status", "thread_id", "result" |
-  "error"}`` (built by the library); ``result`` is exactly the synchronous 200 body.
+  "error"}`` (built by the library); ``result`` is exactly the synchronous 200 body. A run
+  that names a format (an A2A push notification) gets that format's body and added
+  headers instead (``callback_formats``), signed the same way.
 * **Headers**: ``webhook-id`` (``msg_<run_id>``: the same on every attempt, so a
   receiver can deduplicate), ``webhook-timestamp`` and ``webhook-signature``
   (``v1,<base64 HMAC-SHA256>`` with ``CALLBACK_SECRET``).
@@ -21,7 +23,7 @@ from typing import Any
 import aiohttp
 from azure.storage.blob.aio import ContainerClient
 
-from functions_adapter import signatures
+from functions_adapter import callback_formats, signatures
 from functions_adapter.callback_url import CallbackPolicy, CallbackRefused, PinnedResolver, check
 from functions_adapter.settings import Settings
 from resumable.background import RunRecord, RunRecordView
@@ -117,6 +119,7 @@ class Callbacks:
             RetryPolicy(
                 settings.callback_retry_schedule, settings.callback_max_attempts, settings.callback_max_seconds
             ),
+            render=callback_formats.render,
         )
 
     async def schedule(self, stored: Stored[RunRecord]) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from agent_framework import Message
@@ -63,6 +63,10 @@ class TurnCall:
     through its own record, so no checkpoint ID is planned in the key's record. A turn the
     edge already authorized (the Responses route gates its conversation before it reads the
     previous response) passes ``authorizer_headers=None`` too.
+
+    ``callback_format`` and ``callback_params``: who renders the callback of the body's
+    ``callback_url`` and what it needs (A2A's push notifications, ``callback_formats``);
+    they rest in the run's record beside the URL.
     """
 
     thread_id: str | None
@@ -78,6 +82,8 @@ class TurnCall:
     resent: tuple[Message, ...] | None = None
     render_accepted: RenderAccepted | None = None
     claim_for: ClaimFor | None = None
+    callback_format: str | None = None
+    callback_params: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.dedupe is not None and not self.fingerprint:  # a key without it would match any body
@@ -136,6 +142,8 @@ async def call_turn(call: TurnCall, settings: Settings) -> Outcome:
             settings=settings,
             dedupe=call.dedupe,
             render=call.render_accepted or background_submit.queued_renderer(turn),
+            callback_format=call.callback_format,
+            callback_params=call.callback_params,
         )
         return Queued(accepted)
     if run_request.callback_url is not None:

@@ -15,7 +15,7 @@ def agent_card(workflow: str, endpoint: str) -> dict[str, Any]:
         "description": f"The hosted workflow {workflow!r}: each context is a durable thread, each task one turn.",
         "version": "1.0.0",
         "supportedInterfaces": [{"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": PROTOCOL_VERSION}],
-        "capabilities": {"streaming": True, "pushNotifications": False},
+        "capabilities": {"streaming": True, "pushNotifications": True},
         "securitySchemes": {
             FUNCTION_KEY: {
                 "apiKeySecurityScheme": {

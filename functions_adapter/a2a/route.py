@@ -1,6 +1,6 @@
 """``/api/a2a/{workflow}``: the agent card and the JSON-RPC endpoint (A2A v1.0 method names,
 as the ``a2a-sdk`` 1.3 client sends them: SendMessage, SendStreamingMessage, GetTask,
-CancelTask, SubscribeToTask).
+CancelTask, SubscribeToTask, and the push-notification config methods of ``push``).
 
 A JSON-RPC call always answers 200 with a JSON-RPC body (errors included), except a body
 over the size limit or a wrong content type, refused as on every route before it is parsed.
@@ -17,7 +17,7 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
 
-from functions_adapter.a2a import jsonrpc, tasks, turn_call
+from functions_adapter.a2a import jsonrpc, push, tasks, turn_call
 from functions_adapter.a2a.card import agent_card
 from functions_adapter.a2a.jsonrpc import Call, RpcError
 from functions_adapter.body import read_body, require_json, verify_signature
@@ -130,7 +130,13 @@ async def _start(call: Call, headers: Mapping[str, str], workflow: str) -> dict[
     if context_id is None:
         context_id = new_context_id(caller_origin(headers), message_id)
     return await turn_call.start_turn(
-        headers, thread_id=context_id, workflow=workflow, message=text, responses=responses, key=message_id
+        headers,
+        thread_id=context_id,
+        workflow=workflow,
+        message=text,
+        responses=responses,
+        key=message_id,
+        push=push.requested(call.params),
     )
 
 
@@ -146,8 +152,6 @@ async def _send(call: Call, headers: Mapping[str, str], workflow: str) -> dict[s
     configuration = call.params.get("configuration") or {}
     if not isinstance(configuration, dict):
         raise RpcError(jsonrpc.INVALID_PARAMS, "'configuration' must be an object.")
-    if configuration.get("taskPushNotificationConfig"):
-        raise RpcError(jsonrpc.PUSH_NOT_SUPPORTED, "Push notifications are not served yet.")
     polls = 0 if configuration.get("returnImmediately") else BLOCKING_POLLS
     run = await turn_call.run_status(headers, accepted["run_id"])
     while polls and tasks.state_of(run) not in tasks.FINAL:
@@ -164,7 +168,7 @@ async def _cancel(call: Call, headers: Mapping[str, str], workflow: str) -> dict
     return tasks.task_of(await turn_call.cancel_run(headers, _string(call.params, "id") or ""))
 
 
-_METHODS = {"SendMessage": _send, "GetTask": _get, "CancelTask": _cancel}
+_METHODS = {"SendMessage": _send, "GetTask": _get, "CancelTask": _cancel, **push.METHODS}
 
 Event = dict[str, Any] | None  # None: a keep-alive while the run works
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from functions_adapter import keyed_call
+from functions_adapter.a2a import push_format
 from functions_adapter.background_submit import authorized_run, run_control, status_json
 from functions_adapter.callers import caller_origin
 from functions_adapter.errors import PayloadTooLarge
@@ -34,11 +35,14 @@ async def start_turn(
     message: str | None,
     responses: dict[str, Any] | None,
     key: str,
+    push: tuple[str, dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     """Queue one turn on ``thread_id`` as a background run; ``key`` (the A2A messageId) is its
-    Idempotency-Key, so a retried message answers the first run instead of running again."""
+    Idempotency-Key, so a retried message answers the first run instead of running again.
+    ``push`` (a push config's URL and parameters, ``push_format``) is the run's callback."""
     settings = load_settings()
     fields = {"messages": message, "responses": responses, "background": True, "workflow": workflow}
+    fields["callback_url"] = None if push is None else push[0]
     body = strict_json.dumps({k: v for k, v in fields.items() if v is not None})
     if len(body) > settings.max_request_bytes:
         raise PayloadTooLarge(f"The message is over the {settings.max_request_bytes}-byte limit.")
@@ -51,6 +55,8 @@ async def start_turn(
         authorizer_headers=headers,
         dedupe=keyed_call.dedupe_key({"idempotency-key": key}, origin, settings, always_key=True),
         fingerprint=fingerprint("POST", f"/api/threads/{thread_id}/runs", body),
+        callback_format=None if push is None else push_format.FORMAT,
+        callback_params={} if push is None else push[1],
     )
     outcome = await call_turn(call, settings)
     if not isinstance(outcome, Queued):  # the body asks for a background run: never a synchronous one

@@ -100,9 +100,14 @@ class Accepted:
 
 @dataclass(frozen=True, slots=True)
 class Callback:
-    """A callback address, checked (the callback's delivery state is a record of its own)."""
+    """A callback address, checked (the callback's delivery state is a record of its own).
+
+    ``format`` names who renders its payload (None: the library's ``run.completed``; see
+    ``callbacks.Render``) and ``params`` what that renderer needs; both rest in the run's record."""
 
     url: str
+    format: str | None = None
+    params: Mapping[str, str] = field(default_factory=dict)
 
 
 # Renders the 202 body for (run ID, created at): the adapter's shape, with its links.
@@ -284,5 +289,7 @@ def _record(
         checkpoint_id=request.checkpoint_id,
         trace=dict(request.trace),
         callback_url=None if callback is None else callback.url,
+        callback_format=None if callback is None else callback.format,
+        callback_params={} if callback is None else dict(callback.params),
         origin=request.origin,
     )

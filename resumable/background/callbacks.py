@@ -79,6 +79,10 @@ POISONED = "queue_deliveries_exhausted"
 Sender = Callable[[str, bytes, dict[str, str]], Awaitable[tuple[int | None, str | None]]]
 # (message, delay in seconds) onto the run queue.
 Enqueue = Callable[[str, int], Awaitable[None]]
+# A finished run -> (body, headers to add): the payload in the format its run names
+# (``FinishedRun.callback_format``); raises ``ServerMisconfigured`` for a format it does not
+# know. The library's own ``render_payload`` knows only ``run.completed`` (no format).
+Render = Callable[[FinishedRun], tuple[bytes, dict[str, str]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +112,13 @@ def payload(run: FinishedRun) -> bytes:
     return encoded
 
 
+def render_payload(run: FinishedRun) -> tuple[bytes, dict[str, str]]:
+    """The default ``Render``: ``run.completed`` for a run that names no format."""
+    if run.callback_format is not None:
+        raise ServerMisconfigured()
+    return payload(run), {}
+
+
 class _NotNow(Exception):
     """Not this delivery's turn: come back in ``delay`` seconds (None: never)."""
 
@@ -124,10 +135,12 @@ class CallbackDeliveries:
         policy: RetryPolicy | None = None,
         *,
         runs: RunReader | None = None,
+        render: Render = render_payload,
     ) -> None:
         self.records = callback_store(container)
         self._enqueue = enqueue
         self._send = send
+        self._render = render
         self._policy = policy or RetryPolicy()
         self._runs = runs or run_record_reader(container)
 
@@ -218,17 +231,18 @@ class CallbackDeliveries:
         return replace(state, claim=DeliveryLease(token, now, now + CLAIM_SECONDS), wait=0.0)  # due: it runs now
 
     async def _attempt(self, run_id: str, run: FinishedRun, claimed: Stored[CallbackDelivery], token: str) -> None:
-        body = payload(run)
-        headers = {"content-type": "application/json", "webhook-id": f"msg_{run_id}"}
         at = time.time()
         misconfigured = False
         try:
+            body, extra = self._render(run)
+            # The signature's headers are the sender's own: a format adds headers, never replaces these.
+            headers = {**extra, "content-type": "application/json", "webhook-id": f"msg_{run_id}"}
             async with asyncio.timeout(SEND_SECONDS):
                 status, error = await self._send(claimed.value.url, body, headers)
         except TimeoutError:
             status, error = None, "timeout"
         except ServerMisconfigured:
-            logger.error("Callback for run %s not sent: it cannot be signed (CALLBACK_SECRET)", run_id)
+            logger.error("Callback for run %s not sent: it cannot be signed (CALLBACK_SECRET) or rendered", run_id)
             status, error, misconfigured = None, "server_misconfigured", True
         attempt = Attempt(at, status, error)
         now, jitter = time.time(), random.uniform(0.9, 1.1)  # noqa: S311 - jitter, not cryptography

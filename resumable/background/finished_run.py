@@ -6,7 +6,7 @@ reads one by ID, so the callback service depends on this Protocol, not on run re
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -28,6 +28,10 @@ class FinishedRun(Protocol):
     def thread_id(self) -> str | None: ...
     @property
     def callback_url(self) -> str | None: ...
+    @property
+    def callback_format(self) -> str | None: ...  # who renders the payload (None: ``run.completed``)
+    @property
+    def callback_params(self) -> Mapping[str, str]: ...  # what that renderer needs
     @property
     def origin(self) -> str | None: ...  # who started the run (``RunRequest.origin``)
     @property
@@ -64,6 +68,14 @@ class RunRecordView:
     @property
     def callback_url(self) -> str | None:
         return self.record.callback_url
+
+    @property
+    def callback_format(self) -> str | None:
+        return self.record.callback_format
+
+    @property
+    def callback_params(self) -> Mapping[str, str]:
+        return self.record.callback_params
 
     @property
     def origin(self) -> str | None:

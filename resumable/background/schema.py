@@ -169,6 +169,10 @@ class RunRecord:
     error: RunError | None = None
     trace: Mapping[str, str] = field(default_factory=dict)
     callback_url: str | None = None
+    # Who renders the callback's payload (None: ``run.completed``) and what that renderer
+    # needs (a protocol's push token, say): stored as given, deleted with the record.
+    callback_format: str | None = None
+    callback_params: Mapping[str, str] = field(default_factory=dict)
     # A keyed retry was answered this run's 202 while it was queued: a failing accept's
     # undo leaves it to run (``accept.py``).
     replayed: bool = False
@@ -235,6 +239,8 @@ class RunRecord:
             "error": None if self.error is None else self.error.to_json(),
             "trace": dict(self.trace),
             "callback_url": self.callback_url,
+            **({"callback_format": self.callback_format} if self.callback_format is not None else {}),
+            **({"callback_params": dict(self.callback_params)} if self.callback_params else {}),
             "tail": [event.to_json() for event in self.tail],
             **({"replayed": True} if self.replayed else {}),
             "origin": self.origin,
@@ -256,6 +262,9 @@ class RunRecord:
             raise TypeError("commits")
         if callback is not None and not isinstance(callback, dict):
             raise TypeError("callback")
+        callback_params = data.get("callback_params") or {}
+        if not isinstance(callback_params, dict):
+            raise TypeError("callback_params")
         callback_url = data.get("callback_url", (callback or {}).get("url"))  # version 1 kept the URL there
         return cls(
             run_id=_text(data["run_id"]),
@@ -276,6 +285,8 @@ class RunRecord:
             error=None if error is None else RunError.from_json(error),
             trace={_text(k): _text(v) for k, v in trace.items()},
             callback_url=_text(callback_url, optional=True),
+            callback_format=_text(data.get("callback_format"), optional=True),
+            callback_params={_text(k): _text(v) for k, v in callback_params.items()},
             tail=tuple(LoggedEvent.from_json(item) for item in tail),
             replayed=data.get("replayed") is True,
             origin=_text(data.get("origin"), optional=True),

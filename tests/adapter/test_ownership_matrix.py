@@ -565,6 +565,35 @@ ROWS: list[Row] = [
         STREAM_FORBIDDEN,
         None,
     ),
+    # A2A push configs: the run's callback, read and changed only by its owner.
+    Row(
+        "POST /api/a2a/{workflow}",
+        "CreateTaskPushNotificationConfig",
+        a2a("CreateTaskPushNotificationConfig", {"taskId": "<run_id>", "url": "https://hooks.example.com/a2a"}),
+        STREAM_FORBIDDEN,
+        None,
+    ),
+    Row(
+        "POST /api/a2a/{workflow}",
+        "GetTaskPushNotificationConfig",
+        a2a("GetTaskPushNotificationConfig", {"taskId": "<run_id>", "id": "<run_id>"}),
+        STREAM_FORBIDDEN,
+        OK,
+    ),
+    Row(
+        "POST /api/a2a/{workflow}",
+        "ListTaskPushNotificationConfigs",
+        a2a("ListTaskPushNotificationConfigs", {"taskId": "<run_id>"}),
+        STREAM_FORBIDDEN,
+        OK,
+    ),
+    Row(
+        "POST /api/a2a/{workflow}",
+        "DeleteTaskPushNotificationConfig",
+        a2a("DeleteTaskPushNotificationConfig", {"taskId": "<run_id>", "id": "<run_id>"}),
+        STREAM_FORBIDDEN,
+        OK,
+    ),
     Row(
         "GET /api/a2a/{workflow}/.well-known/agent-card.json",
         "the card",
