@@ -263,5 +263,6 @@ async def _streamed(planned: Planned, events: AsyncIterator[Any]) -> AsyncIterat
                 yield {"artifactUpdate": {**ids, "artifact": artifact, "lastChunk": True}}
             yield {"statusUpdate": {**ids, "status": task["status"]}}
         elif name == "error":
-            status = tasks.failed_status(planned.task_id, planned.thread_id, data.get("error") or {})
+            error = data.get("error") or {}
+            status = tasks.failed_status(planned.task_id, planned.thread_id, error, planned.checkpoint_id)
             yield {"statusUpdate": {**ids, "status": status}}

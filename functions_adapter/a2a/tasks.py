@@ -10,7 +10,6 @@ status message as a data part.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -36,9 +35,11 @@ def state_of(run: dict[str, Any]) -> str:
     return _STATES.get(run["status"], WORKING)
 
 
-def agent_message(task_id: str, context_id: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
+def agent_message(task_id: str, context_id: str, parts: list[dict[str, Any]], about: str) -> dict[str, Any]:
+    """The agent's status message; its ID names the turn it is ``about`` (a checkpoint or run
+    ID), so a task read twice says the same."""
     return {
-        "messageId": str(uuid.uuid4()),
+        "messageId": f"{about}-status",
         "role": "ROLE_AGENT",
         "taskId": task_id,
         "contextId": context_id,
@@ -46,24 +47,27 @@ def agent_message(task_id: str, context_id: str, parts: list[dict[str, Any]]) ->
     }
 
 
-def _asking(task_id: str, context_id: str, pending: Any) -> dict[str, Any]:
+def _asking(task_id: str, context_id: str, pending: Any, about: str) -> dict[str, Any]:
     parts = [{"text": ASK}, {"data": {"pending_requests": pending}, "mediaType": "application/json"}]
-    return {"state": INPUT_REQUIRED, "message": agent_message(task_id, context_id, parts)}
+    return {"state": INPUT_REQUIRED, "message": agent_message(task_id, context_id, parts, about)}
 
 
-def failed_status(task_id: str, context_id: str, error: Mapping[str, Any], state: str = FAILED) -> dict[str, Any]:
+def failed_status(
+    task_id: str, context_id: str, error: Mapping[str, Any], about: str, state: str = FAILED
+) -> dict[str, Any]:
     """A task that did not end as asked (``state``), our error code and message saying why."""
     text = f"{error.get('code')}: {error.get('message')}"
-    return {"state": state, "message": agent_message(task_id, context_id, [{"text": text}])}
+    return {"state": state, "message": agent_message(task_id, context_id, [{"text": text}], about)}
 
 
 def status_of(run: dict[str, Any]) -> dict[str, Any]:
     """The task's ``TaskStatus``: its state, and why when it is not plainly working or done."""
     state = state_of(run)
     if state == INPUT_REQUIRED:
-        return _asking(run["run_id"], run["thread_id"], (run.get("result") or {}).get("pending_requests"))
+        pending = (run.get("result") or {}).get("pending_requests")
+        return _asking(run["run_id"], run["thread_id"], pending, run["run_id"])
     if run.get("error"):
-        return failed_status(run["run_id"], run["thread_id"], run["error"], state)
+        return failed_status(run["run_id"], run["thread_id"], run["error"], run["run_id"], state)
     return {"state": state}
 
 
@@ -97,7 +101,8 @@ def turn_task(task_id: str, context_id: str, turn: int, turn_json: Mapping[str, 
     ``{"role", "content"}`` items, as a turn's transcript records them) and the requests it
     left pending (``results.turn_json``'s shape); ``turn`` counts the task's turns."""
     pending = turn_json.get("pending_requests") or []
-    status = _asking(task_id, context_id, pending) if pending else {"state": COMPLETED}
+    about = f"{task_id}.{turn}"
+    status = _asking(task_id, context_id, pending, about) if pending else {"state": COMPLETED}
     task: dict[str, Any] = {"id": task_id, "contextId": context_id, "status": status}
     texts = [m.get("content") for m in turn_json.get("out", []) if m.get("role") == "assistant"]
     artifacts = _reply(f"{task_id}-reply", texts)
