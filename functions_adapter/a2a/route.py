@@ -1,6 +1,6 @@
 """``/api/a2a/{workflow}``: the agent card and the JSON-RPC endpoint (A2A v1.0 method names,
 as the ``a2a-sdk`` 1.3 client sends them: SendMessage, SendStreamingMessage, GetTask,
-CancelTask, SubscribeToTask).
+ListTasks, CancelTask, SubscribeToTask).
 
 A JSON-RPC call always answers 200 with a JSON-RPC body (errors included), except a body
 over the size limit or a wrong content type, refused as on every route before it is parsed.
@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
 
-from functions_adapter.a2a import jsonrpc, messages, task_reads, tasks, turn_call
+from functions_adapter.a2a import jsonrpc, messages, task_list, task_reads, tasks, turn_call
 from functions_adapter.a2a.card import agent_card
 from functions_adapter.a2a.jsonrpc import Call, RpcError
 from functions_adapter.body import read_body, require_json, verify_signature
@@ -106,7 +106,11 @@ async def _cancel(call: Call, headers: Mapping[str, str], workflow: str) -> dict
     return await task_reads.cancel_task(messages.task_id_param(call.params), headers)
 
 
-_METHODS = {"SendMessage": _send, "GetTask": _get, "CancelTask": _cancel}
+async def _list(call: Call, headers: Mapping[str, str], workflow: str) -> dict[str, Any]:
+    return await task_list.list_tasks(call.params, headers)
+
+
+_METHODS = {"SendMessage": _send, "GetTask": _get, "CancelTask": _cancel, "ListTasks": _list}
 
 
 async def _open_stream(call: Call, headers: Mapping[str, str], workflow: str) -> AsyncIterator[messages.Event]:

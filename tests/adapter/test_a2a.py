@@ -322,3 +322,58 @@ async def test_any_message_id_starts_a_thread_of_the_callers_own(
     bob = (await _rpc(host, "SendMessage", {"message": message}, headers={"x-caller": "bob"}))["result"]["task"]
     assert alice["status"]["state"] == bob["status"]["state"] == "TASK_STATE_COMPLETED"
     assert alice["contextId"] != bob["contextId"] and alice["id"] != bob["id"]
+
+
+async def test_list_tasks_pages_a_contexts_tasks_newest_first(host: FunctionHost) -> None:
+    asked = (await _rpc(host, "SendMessage", {"message": _message("approval please")}))["result"]["task"]
+    context = asked["contextId"]
+    (pending,) = asked["status"]["message"]["parts"][1]["data"]["pending_requests"]
+    await _rpc(host, "SendMessage", {"message": _answer(asked["id"], {pending["request_id"]: "yes"})})
+    via_http = await host.request("POST", f"/api/threads/{context}/runs", json_body={"messages": "not a task"})
+    assert via_http.status == 200
+    later = (await _rpc(host, "SendMessage", {"message": _message("later", contextId=context)}))["result"]["task"]
+    # The lineage, newest first: later.1, (the thread route's turn), asked.2, asked.1.
+    listed = (await _rpc(host, "ListTasks", {"contextId": context, "includeArtifacts": True}))["result"]
+    assert [t["id"] for t in listed["tasks"]] == [later["id"], asked["id"]]
+    assert listed["tasks"][0] == later and listed["nextPageToken"] == ""
+    assert listed["tasks"][1]["metadata"]["turn"] == 2
+    ids, token, pages = [], None, 0
+    while token != "":
+        params = {"contextId": context, "pageSize": 1, **({"pageToken": token} if token else {})}
+        page = (await _rpc(host, "ListTasks", params))["result"]
+        assert all("artifacts" not in task for task in page["tasks"])
+        ids += [task["id"] for task in page["tasks"]]
+        token, pages = page["nextPageToken"], pages + 1
+    assert ids == [later["id"], asked["id"]] and pages == 4  # a page is one turn of the lineage
+    done = await _rpc(host, "ListTasks", {"contextId": context, "status": "TASK_STATE_INPUT_REQUIRED"})
+    assert done["result"]["tasks"] == []
+
+
+@pytest.mark.parametrize(
+    ("params", "code"),
+    [
+        ({}, -32602),  # no contextId: no index of an origin's tasks to list from
+        ({"contextId": "c", "pageSize": 0}, -32602),
+        ({"contextId": "c", "pageSize": 101}, -32602),
+        ({"contextId": "c", "pageSize": True}, -32602),
+        ({"contextId": "c", "pageSize": "1e3"}, -32602),
+        ({"contextId": "c", "pageToken": "not a token"}, -32602),
+        ({"contextId": "c", "pageToken": "x" * 5000}, -32602),
+        ({"contextId": "c", "statusTimestampAfter": "2026-01-01T00:00:00Z"}, -32602),
+        ({"contextId": "not a valid id!"}, -32602),
+    ],
+)
+async def test_list_tasks_refuses_what_it_cannot_page(host: FunctionHost, params: dict[str, Any], code: int) -> None:
+    assert (await _rpc(host, "ListTasks", params))["error"]["code"] == code
+
+
+async def test_list_tasks_of_another_origins_context_is_refused(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("THREAD_PRINCIPAL_HEADER", "x-caller")
+    sent = {"message": _message("mine alone")}
+    task = (await _rpc(host, "SendMessage", sent, headers={"x-caller": "alice"}))["result"]["task"]
+    refused = await _rpc(host, "ListTasks", {"contextId": task["contextId"]}, headers={"x-caller": "bob"})
+    assert refused["error"]["data"]["status"] == 403 and "mine alone" not in json.dumps(refused)
+    empty = await _rpc(host, "ListTasks", {"contextId": "nobody-here"})
+    assert empty["result"] == {"tasks": [], "nextPageToken": "", "pageSize": 50}

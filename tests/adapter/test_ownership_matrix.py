@@ -573,6 +573,14 @@ ROWS: list[Row] = [
         OK,
         owner_sees=(SECRET,),
     ),
+    Row(
+        "POST /api/a2a/{workflow}",
+        "ListTasks",
+        a2a("ListTasks", {"contextId": "alice-a2a", "includeArtifacts": True}),
+        STREAM_FORBIDDEN,
+        OK,
+        owner_sees=(SECRET,),
+    ),
     Row("POST /api/a2a/{workflow}", "CancelTask", a2a("CancelTask", {"id": "<run_id>"}), STREAM_FORBIDDEN, None),
     Row(
         "POST /api/a2a/{workflow}",

@@ -3,7 +3,7 @@
 ``create_client`` resolves the agent card from ``/api/a2a/default`` (its default relative path,
 ``.well-known/agent-card.json``), picks the card's JSON-RPC interface and sends A2A v1.0 calls
 with the function key in ``x-functions-key``: two messages on one context (the second reply
-is the thread's turn 2), a streamed message, GetTask reading back the task a blocking send
+is the thread's turn 2, and ListTasks lists both, newest first), a streamed message, GetTask reading back the task a blocking send
 answered, a retried message that runs nothing twice, an approval as input-required answered
 on the same task (a wrong answer refused first, nothing run), a deleted thread's task gone,
 and the errors a client maps to its own exception types; and Agent Framework's ``A2AAgent``
@@ -18,7 +18,16 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 from a2a.client import A2ACardResolver, Client, ClientConfig, create_client
-from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, StreamResponse, TaskState
+from a2a.types import (
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    TaskState,
+)
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
 from agent_framework_a2a import A2AAgent
 from google.protobuf import json_format, struct_pb2
@@ -71,6 +80,9 @@ async def test_two_messages_on_one_context_are_turns_1_and_2(blocking: Client) -
     assert second.task.artifacts[0].parts[0].text.startswith('turn 2: you said "What is my name?"')
     got = await blocking.get_task(GetTaskRequest(id=second.task.id))
     assert got.status.state == TaskState.TASK_STATE_COMPLETED
+    listed = await blocking.list_tasks(ListTasksRequest(context_id=first.task.context_id))
+    assert [task.id for task in listed.tasks] == [second.task.id, first.task.id]  # newest first
+    assert listed.next_page_token == ""
 
 
 async def test_a_streamed_message_ends_with_the_reply_and_completed(streaming: Client) -> None:
