@@ -18,7 +18,7 @@ from typing import Any
 from functions_adapter.a2a import jsonrpc, task_ids, task_turns, tasks, turn_call
 from functions_adapter.a2a.jsonrpc import Call, RpcError
 from functions_adapter.callers import caller_origin
-from functions_adapter.turn_call import Ran
+from functions_adapter.turn_call import Ran, Replayed
 from functions_adapter.wiring import load_settings
 from resumable.base import strict_json
 from resumable.core.event_pump import IdleTick
@@ -125,12 +125,12 @@ async def start_background(sent: Sent, headers: Mapping[str, str], workflow: str
     the answer is then a task of its own)."""
     task_thread = None
     if sent.task_id is not None:
-        task_thread = await task_view_thread(sent.task_id, headers)
+        task_thread = await _task_thread(sent.task_id, headers)
     thread_id = _context_of(sent, headers, task_thread)
     return await turn_call.start_turn(headers, **_turn(sent, workflow, thread_id))
 
 
-async def task_view_thread(task_id: str, headers: Mapping[str, str]) -> str:
+async def _task_thread(task_id: str, headers: Mapping[str, str]) -> str:
     """The thread of a task the caller may use (another origin's: ``Forbidden``)."""
     if task_ids.is_run_id(task_id):
         return str((await turn_call.run_status(headers, task_id))["thread_id"])
@@ -220,7 +220,9 @@ async def send(sent: Sent, headers: Mapping[str, str], workflow: str) -> dict[st
     return answered_task(outcome.stored.body, outcome.stored.status, planned.thread_id)
 
 
-async def _run(sent: Sent, planned: Planned, workflow: str, headers: Mapping[str, str], *, stream: bool) -> Any:
+async def _run(
+    sent: Sent, planned: Planned, workflow: str, headers: Mapping[str, str], *, stream: bool
+) -> Ran | Replayed:
     return await turn_call.send_turn(
         headers,
         **_turn(sent, workflow, planned.thread_id),
@@ -237,17 +239,22 @@ async def open_stream(sent: Sent, headers: Mapping[str, str], workflow: str) -> 
     stored = planned.replay
     if stored is None:
         outcome = await _run(sent, planned, workflow, headers, stream=True)
-        if isinstance(outcome, Ran) and outcome.events is not None:
+        if isinstance(outcome, Ran):
+            if outcome.events is None:  # asked to stream: a run always does
+                raise TypeError("A streamed A2A turn did not stream.")
             return _streamed(planned, outcome.events)
-        stored = outcome.stored if not isinstance(outcome, Ran) else StoredResponse(200, outcome.result or b"{}")
+        stored = outcome.stored
     return one({"task": answered_task(stored.body, stored.status, planned.thread_id)})
 
 
 async def one(event: Event) -> AsyncIterator[Event]:
+    """A stream of one event: a task that has ended, as it is."""
     yield event
 
 
 async def _streamed(planned: Planned, events: AsyncIterator[Any]) -> AsyncIterator[Event]:
+    """The task working, then, as the turn ends, its reply artifact and final status (the
+    turn's ``done`` body is its answer's JSON); a failure after the stream opened: failed."""
     ids = {"taskId": planned.task_id, "contextId": planned.thread_id}
     working = {"id": planned.task_id, "contextId": planned.thread_id, "status": {"state": tasks.WORKING}}
     yield {"task": working}
