@@ -108,7 +108,8 @@ async def replayed(
     fields = {"messages": message, "responses": responses, "workflow": workflow}
     call = _call(headers, settings, thread_id=thread_id, fields=fields, key=key, task_id=answers)
     dedupe = call.dedupe
-    assert dedupe is not None  # always keyed
+    if dedupe is None:  # never: an A2A turn is always keyed
+        return None
     store = idempotency_store(settings, build_service(settings), ttl_seconds=dedupe.ttl_seconds, scope=dedupe.scope)
     return await store.peek(dedupe.key, call.fingerprint, kind=dedupe.kind)
 

@@ -377,3 +377,18 @@ async def test_list_tasks_of_another_origins_context_is_refused(
     assert refused["error"]["data"]["status"] == 403 and "mine alone" not in json.dumps(refused)
     empty = await _rpc(host, "ListTasks", {"contextId": "nobody-here"})
     assert empty["result"] == {"tasks": [], "nextPageToken": "", "pageSize": 50}
+
+
+async def test_a_task_older_than_the_threads_recent_lineage_is_found_turn_by_turn(host: FunctionHost) -> None:
+    asked = (await _rpc(host, "SendMessage", {"message": _message("approval first")}))["result"]["task"]
+    (pending,) = asked["status"]["message"]["parts"][1]["data"]["pending_requests"]
+    done = await _rpc(host, "SendMessage", {"message": _answer(asked["id"], {pending["request_id"]: "y"})})
+    context = asked["contextId"]
+    for n in range(10):  # the pointer keeps the ten newest checkpoint IDs: the task's fall out
+        await _rpc(host, "SendMessage", {"message": _message(f"more {n}", contextId=context)})
+    recent = (await _thread(host, context))["recent_checkpoint_ids"]
+    assert not any(c.startswith(asked["id"]) for c in recent)
+    got = (await _rpc(host, "GetTask", {"id": asked["id"]}))["result"]
+    assert got == done["result"]["task"] and got["metadata"]["turn"] == 2
+    late = await _rpc(host, "SendMessage", {"message": _answer(asked["id"], {pending["request_id"]: "n"})})
+    assert late["error"]["code"] == -32004
