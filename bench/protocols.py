@@ -1,17 +1,20 @@
 """Section 8: one thread turn through each protocol, side by side.
 
 The same turn (one user message on an existing thread) through ``POST
-/api/threads/{id}/runs``, the MCP ``run_turn`` tool, ``POST /api/ag-ui`` and ``POST
-/api/responses`` with ``conversation``: storage operations per turn and median latency,
-cold (this instance has forgotten the thread's head and checkpoint) and warm. The
-protocols are translators over one turn pipeline, so their operation counts must match;
-an AG-UI reload (no new message) must cost reads only.
+/api/threads/{id}/runs``, the MCP ``run_turn`` tool, ``POST /api/ag-ui``, ``POST
+/api/responses`` with ``conversation``, and A2A's ``SendMessage`` beside the thread route
+with an Idempotency-Key (A2A's ``messageId`` is mandatory and is the turn's key, so the keyed
+thread turn is its floor): storage operations per turn and median latency, cold (this
+instance has forgotten the thread's head and checkpoint) and warm. The protocols are
+translators over one turn pipeline, so their operation counts must match; an AG-UI reload
+(no new message) must cost reads only.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -52,11 +55,25 @@ def _drivers(bench: Bench) -> dict[str, Callable[[str, str], Awaitable[Any]]]:
     async def responses(thread: str, text: str) -> None:
         await bench.post({"input": text, "conversation": thread}, url="/api/responses")
 
+    async def http_keyed(thread: str, text: str) -> None:
+        key = {"Idempotency-Key": f"key-{next(_ids)}"}
+        await bench.post({"messages": text}, url=f"/api/threads/{thread}/runs", headers=key)
+
+    async def a2a(thread: str, text: str) -> None:
+        message = {"messageId": f"a2a-{next(_ids)}", "role": "ROLE_USER", "contextId": thread}
+        message["parts"] = [{"text": text}]
+        body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+        answer = await bench.post(body, url=f"/api/a2a/{os.environ['WORKFLOW']}")  # the thread's workflow
+        if answer.get("result", {}).get("task", {}).get("status", {}).get("state") != "TASK_STATE_COMPLETED":
+            raise RuntimeError(answer)
+
     return {
         "`POST /api/threads/{id}/runs`": http,
         "MCP `run_turn`": mcp,
         "AG-UI `POST /api/ag-ui`": ag_ui,
         "Responses + `conversation`": responses,
+        "`POST /api/threads/{id}/runs` + Idempotency-Key": http_keyed,
+        "A2A `SendMessage` (`messageId`: the key)": a2a,
     }
 
 

@@ -30,16 +30,6 @@ from resumable.threads.ownership import Caller
 _READ, _WRITE = "runs/{run_id}", "threads/{thread_id}/runs"
 
 
-def requested(params: Mapping[str, Any]) -> tuple[str, dict[str, str]] | None:
-    """A SendMessage's push config (``configuration.taskPushNotificationConfig``) as the
-    callback URL and parameters its run is accepted with; None without one."""
-    configuration = params.get("configuration") or {}
-    if not isinstance(configuration, dict):
-        raise RpcError(jsonrpc.INVALID_PARAMS, "'configuration' must be an object.")
-    config = configuration.get("taskPushNotificationConfig")
-    return None if not config else push_format.parse_config(config)
-
-
 def _text(params: Mapping[str, Any], name: str, *, required: bool = True) -> str | None:
     value = params.get(name)
     if (value is None or value == "") and not required:

@@ -25,6 +25,8 @@ if TYPE_CHECKING:  # the background modules (and the storage SDK) load on first 
     from resumable.background.finished_run import FinishedRun
 
 FORMAT = "a2a"
+# A push config as a run is accepted with it: the callback URL, and the parameters its deliveries use.
+Push = tuple[str, dict[str, str]]
 TOKEN_HEADER = "X-A2A-Notification-Token"  # noqa: S105 - a header name, not a secret
 _ID, _TOKEN, _SCHEME, _CREDENTIALS = "id", "token", "scheme", "credentials"
 MAX_ID = 128
@@ -43,7 +45,7 @@ def _text(config: Mapping[str, Any], name: str, limit: int, pattern: re.Pattern[
     return value
 
 
-def parse_config(config: object) -> tuple[str, dict[str, str]]:
+def parse_config(config: object) -> Push:
     """A ``TaskPushNotificationConfig`` as (callback URL, callback parameters); its URL is
     checked later, as every callback's is. ``authentication`` needs both a scheme (an HTTP
     auth scheme name, ``Bearer`` say) and credentials: a scheme alone would send nothing."""
@@ -110,3 +112,10 @@ def render(run: FinishedRun) -> tuple[bytes, dict[str, str]]:
         task.pop("artifacts", None)
         body = strict_json.dumps({"task": {**task, "metadata": {**task["metadata"], "result_truncated": True}}})
     return body, headers_of(run.callback_params)
+
+
+def requested(configuration: Mapping[str, Any]) -> Push | None:
+    """A message's push config (``configuration.taskPushNotificationConfig``) as the callback
+    URL and parameters its background run is accepted with; None without one."""
+    config = configuration.get("taskPushNotificationConfig")
+    return None if not config else parse_config(config)

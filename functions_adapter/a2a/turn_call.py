@@ -1,10 +1,12 @@
-"""The seam: every A2A call that runs, reads or stops a turn goes through these three functions.
+"""The seam: every A2A call that runs, reads or stops a turn goes through these functions.
 
-A task is a thread turn run as a background run: ``start_turn`` hands the shared turn call
-(``turn_call.call_turn``) plain values, as MCP's ``start_turn`` does, so the authorizer gate,
-the owner check, the idempotency scope and the background accept are the same as on every
-other entry point; ``run_status`` and ``cancel_run`` read and stop the run through the
-shared run access (``background_submit.authorized_run``), which refuses another origin's run.
+``send_turn`` (a blocking or streamed message: the turn itself, synchronously) and
+``start_turn`` (``returnImmediately``: a background run) hand the shared turn call
+(``turn_call.call_turn``) plain values, as MCP does, so the authorizer gate, the owner
+check, the idempotency scope, the run and the background accept are the same as on every
+other entry point; the messageId is the turn's Idempotency-Key. ``run_status`` and
+``cancel_run`` read and stop a background run through the shared run access
+(``background_submit.authorized_run``), which refuses another origin's run.
 """
 
 from __future__ import annotations
@@ -15,16 +17,103 @@ from typing import Any
 
 from functions_adapter import keyed_call
 from functions_adapter.a2a import push_format
-from functions_adapter.background_submit import authorized_run, run_control, status_json
+from functions_adapter.a2a.push_format import Push
 from functions_adapter.callers import caller_origin
 from functions_adapter.errors import PayloadTooLarge
-from functions_adapter.turn_call import Queued, TurnCall, call_turn
-from functions_adapter.wiring import load_settings
+from functions_adapter.settings import Settings
+from functions_adapter.sse import MEDIA_TYPE
+from functions_adapter.turn_call import Outcome, Queued, Ran, Replayed, TurnCall, call_turn
+from functions_adapter.wiring import build_service, idempotency_store, load_settings
 from resumable.base import strict_json
-from resumable.core.idempotency import fingerprint
+from resumable.core.idempotency import StoredResponse, fingerprint
 from resumable.threads.ownership import Caller
 
 _ROUTE = "threads/{thread_id}/runs"
+
+
+def _call(
+    headers: Mapping[str, str],
+    settings: Settings,
+    *,
+    thread_id: str,
+    fields: Mapping[str, Any],
+    key: str,
+    task_id: str | None,
+    **options: Any,
+) -> TurnCall:
+    """The turn in the runs routes' shape; ``key`` (the messageId) its Idempotency-Key,
+    scoped to the caller's origin; what a retry must match names the task it answers, if any."""
+    body = strict_json.dumps({k: v for k, v in fields.items() if v is not None})
+    if len(body) > settings.max_request_bytes:
+        raise PayloadTooLarge(f"The message is over the {settings.max_request_bytes}-byte limit.")
+    origin = caller_origin(headers)
+    path = f"/api/threads/{thread_id}/runs" + ("" if task_id is None else f"#task={task_id}")
+    return TurnCall(
+        thread_id=thread_id,
+        origin=origin,
+        body=body,
+        route=_ROUTE,
+        authorizer_headers=headers,
+        dedupe=keyed_call.dedupe_key({"idempotency-key": key}, origin, settings, always_key=True),
+        fingerprint=fingerprint("POST", path, body),
+        **options,
+    )
+
+
+async def send_turn(
+    headers: Mapping[str, str],
+    *,
+    thread_id: str,
+    workflow: str,
+    message: str | None,
+    responses: dict[str, Any] | None,
+    key: str,
+    checkpoint_id: str,
+    answers: str | None,
+    stream: bool,
+) -> Ran | Replayed:
+    """Run one turn on ``thread_id`` now, as ``POST /api/threads/{id}/runs`` with an
+    Idempotency-Key does (the same operations), saved as ``checkpoint_id``; ``answers``: the
+    task this turn continues. A retried message replays the first answer and runs nothing."""
+    settings = load_settings()
+    fields = {"messages": message, "responses": responses, "workflow": workflow}
+    accept = MEDIA_TYPE if stream else None  # not in the body: a retry of either kind is the same request
+    call = _call(
+        headers,
+        settings,
+        thread_id=thread_id,
+        fields=fields,
+        key=key,
+        task_id=answers,
+        accept=accept,
+        checkpoint_id=checkpoint_id,
+    )
+    outcome: Outcome = await call_turn(call, settings)
+    if isinstance(outcome, Queued):  # the body asks for no background run
+        raise TypeError("A synchronous A2A turn was queued.")
+    return outcome
+
+
+async def replayed(
+    headers: Mapping[str, str],
+    *,
+    thread_id: str,
+    workflow: str,
+    message: str | None,
+    responses: dict[str, Any] | None,
+    key: str,
+    answers: str,
+) -> StoredResponse | None:
+    """The stored answer of an earlier identical message (``send_turn``'s), if there is one:
+    read before a refusal, so a retried answer replays even once its task moved on. Writes nothing."""
+    settings = load_settings()
+    fields = {"messages": message, "responses": responses, "workflow": workflow}
+    call = _call(headers, settings, thread_id=thread_id, fields=fields, key=key, task_id=answers)
+    dedupe = call.dedupe
+    if dedupe is None:  # never: an A2A turn is always keyed
+        return None
+    store = idempotency_store(settings, build_service(settings), ttl_seconds=dedupe.ttl_seconds, scope=dedupe.scope)
+    return await store.peek(dedupe.key, call.fingerprint, kind=dedupe.kind)
 
 
 async def start_turn(
@@ -35,7 +124,7 @@ async def start_turn(
     message: str | None,
     responses: dict[str, Any] | None,
     key: str,
-    push: tuple[str, dict[str, str]] | None = None,
+    push: Push | None = None,
 ) -> dict[str, Any]:
     """Queue one turn on ``thread_id`` as a background run; ``key`` (the A2A messageId) is its
     Idempotency-Key, so a retried message answers the first run instead of running again.
@@ -43,37 +132,41 @@ async def start_turn(
     settings = load_settings()
     fields = {"messages": message, "responses": responses, "background": True, "workflow": workflow}
     fields["callback_url"] = None if push is None else push[0]
-    body = strict_json.dumps({k: v for k, v in fields.items() if v is not None})
-    if len(body) > settings.max_request_bytes:
-        raise PayloadTooLarge(f"The message is over the {settings.max_request_bytes}-byte limit.")
-    origin = caller_origin(headers)
-    call = TurnCall(
+    call = _call(
+        headers,
+        settings,
         thread_id=thread_id,
-        origin=origin,
-        body=body,
-        route=_ROUTE,
-        authorizer_headers=headers,
-        dedupe=keyed_call.dedupe_key({"idempotency-key": key}, origin, settings, always_key=True),
-        fingerprint=fingerprint("POST", f"/api/threads/{thread_id}/runs", body),
+        fields=fields,
+        key=key,
+        task_id=None,
         callback_format=None if push is None else push_format.FORMAT,
         callback_params={} if push is None else push[1],
     )
     outcome = await call_turn(call, settings)
     if not isinstance(outcome, Queued):  # the body asks for a background run: never a synchronous one
-        raise TypeError("A2A turns run in the background.")
+        raise TypeError("A2A background turns run in the background.")
     return json.loads(outcome.accepted.body)
+
+
+def _background() -> Any:
+    """The background-run modules, on first use (cold start: a synchronous task never loads them)."""
+    from functions_adapter import background_submit  # noqa: PLC0415
+
+    return background_submit
 
 
 async def run_status(headers: Mapping[str, str], run_id: str, *, wait_seconds: int = 0) -> dict[str, Any]:
     """``GET /api/runs/{id}``'s document, after up to ``wait_seconds`` for the run to change
     (another origin's run: ``Forbidden``, as on that route)."""
     settings = load_settings()
-    found = await authorized_run(settings, run_id, Caller(caller_origin(headers)), headers, "runs/{run_id}")
-    return await status_json(settings, await run_control(settings).wait(found, wait_seconds))
+    runs = _background()
+    found = await runs.authorized_run(settings, run_id, Caller(caller_origin(headers)), headers, "runs/{run_id}")
+    return await runs.status_json(settings, await runs.run_control(settings).wait(found, wait_seconds))
 
 
 async def cancel_run(headers: Mapping[str, str], run_id: str) -> dict[str, Any]:
     """``POST /api/runs/{id}/cancel``'s document."""
     settings = load_settings()
-    found = await authorized_run(settings, run_id, Caller(caller_origin(headers)), headers, "runs/{run_id}/cancel")
-    return await status_json(settings, await run_control(settings).cancel(found))
+    runs = _background()
+    found = await runs.authorized_run(settings, run_id, Caller(caller_origin(headers)), headers, "runs/{run_id}/cancel")
+    return await runs.status_json(settings, await runs.run_control(settings).cancel(found))

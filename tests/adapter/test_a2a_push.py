@@ -240,3 +240,34 @@ async def test_a_format_this_build_does_not_know_gives_the_callback_up_unsent(
 async def test_the_card_says_push_notifications(host: FunctionHost) -> None:
     card = await (await host.request("GET", f"{ENDPOINT}/.well-known/agent-card.json")).json()
     assert card["capabilities"]["pushNotifications"] is True
+
+
+@pytest.mark.parametrize("method", ["SendMessage", "SendStreamingMessage"])
+async def test_a_blocking_or_streamed_message_with_a_push_config_is_a_background_task_that_pushes(
+    push_env: FunctionHost, receiver: WebhookReceiver, method: str
+) -> None:
+    """A push config is a background run's callback, so a message that carries one runs as a
+    background run even without ``returnImmediately``: the blocking send answers the task the
+    run ended with, the stream follows the run; either way the run's ID is the task's, and the
+    notification arrives once."""
+    configuration = {"taskPushNotificationConfig": {"url": receiver.url}}
+    params = {"message": _message("push me too"), "configuration": configuration}
+    body = {"jsonrpc": "2.0", "id": "1", "method": method, "params": params}
+    runner = QueueRunner(push_env)
+    runner.start()
+    try:
+        response = await push_env.request("POST", ENDPOINT, json_body=body, headers={"x-caller": "alice"})
+        raw = await response.body()
+    finally:
+        await runner.stop()
+    if method == "SendMessage":
+        task = json.loads(raw)["result"]["task"]
+    else:
+        frames = [json.loads(line[len(b"data: ") :]) for line in raw.splitlines() if line.startswith(b"data: ")]
+        assert "task" in frames[0]["result"], frames
+        task = {**frames[0]["result"]["task"], "status": frames[-1]["result"]["statusUpdate"]["status"]}
+    assert len(task["id"]) == 32 and not task["id"].startswith("t-"), task  # a run's ID, not a synchronous task's
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert await _run_record(task["id"]) is not None
+    [delivery] = receiver.deliveries
+    assert Webhook(CALLBACK_SECRET).verify(delivery.body, delivery.headers)["task"]["id"] == task["id"]

@@ -56,6 +56,7 @@ class World:
     item: str  # an item of her conversation
     conv_response: str  # a stored response in her conversation
     response: str  # a stored response of no thread
+    task: str  # an A2A task of hers that is a synchronous turn (on a thread of its own)
 
 
 @dataclass(frozen=True)
@@ -556,7 +557,30 @@ ROWS: list[Row] = [
         STREAM_FORBIDDEN,
         None,
     ),
+    Row(
+        "POST /api/a2a/{workflow}",
+        "SendMessage, taskId of a synchronous task",
+        a2a("SendMessage", a2a_message(taskId="<task>")),
+        STREAM_FORBIDDEN,
+        OK,
+    ),
     Row("POST /api/a2a/{workflow}", "GetTask", a2a("GetTask", {"id": "<run_id>"}), STREAM_FORBIDDEN, OK),
+    Row(
+        "POST /api/a2a/{workflow}",
+        "GetTask, a synchronous task",
+        a2a("GetTask", {"id": "<task>"}),
+        STREAM_FORBIDDEN,
+        OK,
+        owner_sees=(SECRET,),
+    ),
+    Row(
+        "POST /api/a2a/{workflow}",
+        "ListTasks",
+        a2a("ListTasks", {"contextId": "alice-a2a", "includeArtifacts": True}),
+        STREAM_FORBIDDEN,
+        OK,
+        owner_sees=(SECRET,),
+    ),
     Row("POST /api/a2a/{workflow}", "CancelTask", a2a("CancelTask", {"id": "<run_id>"}), STREAM_FORBIDDEN, None),
     Row(
         "POST /api/a2a/{workflow}",
@@ -664,7 +688,10 @@ async def alice_world(host: FunctionHost) -> World:
     run_id = (await _ok(host, "POST", f"/api/threads/{THREAD}/runs", {"messages": "later", "background": True}))[
         "run_id"
     ]
-    return World(first, head, cursor, run_id, conversation, item, conv_response, response)
+    sent = {"messageId": "alice-m1", "role": "ROLE_USER", "parts": [{"text": SECRET}], "contextId": "alice-a2a"}
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": sent}}
+    task = (await _ok(host, "POST", "/api/a2a/default", rpc))["result"]["task"]["id"]
+    return World(first, head, cursor, run_id, conversation, item, conv_response, response, task)
 
 
 async def storage() -> dict[str, str]:
@@ -747,6 +774,10 @@ GUARDED_READS = {
     "functions_adapter/openai/events.py": 1,
     # _started_there: the Slack answer route compares the record's origin itself.
     "functions_adapter/webhooks/slack_answer.py": 1,
+    # _walk, pending_request_ids, read_turn: turns of a task whose first turn passed
+    # ownership.checkpoint_info (a TaskTurn is made only by latest_turn, after it), each
+    # checked to be of that turn's thread.
+    "functions_adapter/a2a/task_turns.py": 3,
 }
 
 

@@ -3,8 +3,12 @@
 ``create_client`` resolves the agent card from ``/api/a2a/default`` (its default relative path,
 ``.well-known/agent-card.json``), picks the card's JSON-RPC interface and sends A2A v1.0 calls
 with the function key in ``x-functions-key``: two messages on one context (the second reply
-is the thread's turn 2), a streamed message, GetTask, and the errors a client maps to its own
-exception types; and Agent Framework's ``A2AAgent`` with the workflow as its remote agent.
+is the thread's turn 2, and ListTasks lists both, newest first), a streamed message, GetTask
+reading back the task a blocking send answered, a retried message that runs nothing twice, an approval as
+input-required answered
+on the same task (a wrong answer refused first, nothing run), a deleted thread's task gone,
+and the errors a client maps to its own exception types; and Agent Framework's ``A2AAgent``
+with the workflow as its remote agent.
 """
 
 from __future__ import annotations
@@ -15,9 +19,19 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 from a2a.client import A2ACardResolver, Client, ClientConfig, create_client
-from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, StreamResponse, TaskState
-from a2a.utils.errors import TaskNotFoundError
+from a2a.types import (
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    TaskState,
+)
+from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
 from agent_framework_a2a import A2AAgent
+from google.protobuf import json_format, struct_pb2
 
 from tests.serving import Serving, serving
 
@@ -67,6 +81,9 @@ async def test_two_messages_on_one_context_are_turns_1_and_2(blocking: Client) -
     assert second.task.artifacts[0].parts[0].text.startswith('turn 2: you said "What is my name?"')
     got = await blocking.get_task(GetTaskRequest(id=second.task.id))
     assert got.status.state == TaskState.TASK_STATE_COMPLETED
+    listed = await blocking.list_tasks(ListTasksRequest(context_id=first.task.context_id))
+    assert [task.id for task in listed.tasks] == [second.task.id, first.task.id]  # newest first
+    assert listed.next_page_token == ""
 
 
 async def test_a_streamed_message_ends_with_the_reply_and_completed(streaming: Client) -> None:
@@ -80,6 +97,59 @@ async def test_a_streamed_message_ends_with_the_reply_and_completed(streaming: C
 async def test_an_unknown_task_is_the_sdks_task_not_found(blocking: Client) -> None:
     with pytest.raises(TaskNotFoundError):
         await blocking.get_task(GetTaskRequest(id=str(uuid.uuid4())))
+
+
+async def _turns(served: Serving, context_id: str) -> int:
+    async with httpx.AsyncClient(headers={"x-functions-key": "local"}) as http:
+        answered = await http.get(f"{served.base}/threads/{context_id}")
+    assert answered.status_code == 200, answered.text
+    return int(answered.json()["turns"])
+
+
+def _answer(task_id: str, responses: dict[str, str]) -> SendMessageRequest:
+    data = json_format.ParseDict({"responses": responses}, struct_pb2.Value())
+    message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(data=data)], task_id=task_id)
+    return SendMessageRequest(message=message)
+
+
+async def test_a_blocking_send_is_read_back_by_get_task_and_a_retry_runs_nothing(
+    blocking: Client, served: Serving
+) -> None:
+    request = _request("Remember this once.")
+    (sent,) = await _events(blocking, request)
+    got = await blocking.get_task(GetTaskRequest(id=sent.task.id))
+    assert got.id == sent.task.id and got.status.state == TaskState.TASK_STATE_COMPLETED
+    assert got.artifacts == sent.task.artifacts
+    (again,) = await _events(blocking, request)  # the same messageId: the first answer, replayed
+    assert again.task.id == sent.task.id and again.task.artifacts == sent.task.artifacts
+    assert await _turns(served, sent.task.context_id) == 1
+
+
+async def test_an_approval_is_answered_on_the_same_task(blocking: Client, served: Serving) -> None:
+    (asked,) = await _events(blocking, _request("I need approval for this."))
+    assert asked.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    pending = json_format.MessageToDict(asked.task.status.message.parts[1].data)["pending_requests"]
+    (request_id,) = [p["request_id"] for p in pending]
+    with pytest.raises(InvalidParamsError, match="not pending"):  # a wrong answer: refused before it runs
+        await _events(blocking, _answer(asked.task.id, {"no-such-request": "yes"}))
+    assert await _turns(served, asked.task.context_id) == 1
+    (done,) = await _events(blocking, _answer(asked.task.id, {request_id: "yes"}))
+    assert done.task.id == asked.task.id
+    assert done.task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert 'Approval answer: "yes"' in done.task.artifacts[0].parts[0].text
+    assert (await blocking.get_task(GetTaskRequest(id=asked.task.id))).status.state == TaskState.TASK_STATE_COMPLETED
+    with pytest.raises(UnsupportedOperationError):  # a completed task takes no more answers
+        await _events(blocking, _answer(asked.task.id, {request_id: "again"}))
+    assert await _turns(served, asked.task.context_id) == 2
+
+
+async def test_a_deleted_threads_task_is_not_found(blocking: Client, served: Serving) -> None:
+    (sent,) = await _events(blocking, _request("Forget me."))
+    async with httpx.AsyncClient(headers={"x-functions-key": "local"}) as http:
+        deleted = await http.delete(f"{served.base}/threads/{sent.task.context_id}")
+    assert deleted.status_code in (200, 202, 204), deleted.text
+    with pytest.raises(TaskNotFoundError):
+        await blocking.get_task(GetTaskRequest(id=sent.task.id))
 
 
 async def test_agent_frameworks_a2a_agent_keeps_one_context_across_runs(served: Serving) -> None:
