@@ -179,6 +179,29 @@ async def test_a_turn_costs_what_the_runs_route_costs(host: FunctionHost, ops: O
     assert set(ops.counts) <= {"GET", "HEAD"} and ops.total > 0
 
 
+async def test_a_reload_reads_the_pointer_once_and_each_turn_s_checkpoint_once(
+    host: FunctionHost, ops: OperationCounter
+) -> None:
+    """N + 1 reads for an N-turn thread: the pointer the owner check read is the one the
+    transcript walks from, and the head checkpoint the walk read is the one whose pending
+    requests the snapshot reports (each was read twice: N + 3)."""
+    conversation: list[dict[str, Any]] = []
+    for text in ("one", "two", "three"):
+        conversation.append(user(text))
+        _, events = await agui(host, agui_body("ag-reload-cost", conversation))
+        ((reply_id, reply),) = replies(events).items()
+        conversation.append({"id": reply_id, "role": "assistant", "content": reply})
+    ops.reset()
+    _, events = await agui(host, agui_body("ag-reload-cost", []))
+    assert types(events) == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    assert [m["id"] for m in events[1]["messages"]] == [m["id"] for m in conversation]
+    read = [url.rsplit("/", 2)[-2:] for _, url in ops.log]
+    assert set(ops.counts) == {"GET"} and len(read) == 3 + 1, ops.log
+    assert [folder for folder, _ in read].count("threads") == 1, ops.log
+    checkpoints = [name for folder, name in read if folder == "checkpoints"]
+    assert len(checkpoints) == len(set(checkpoints)) == 3, ops.log
+
+
 async def test_the_authorizer_refuses_runs_and_reloads(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("THREAD_AUTHORIZER", "functions_adapter.authorizers:thread_prefix_of_principal")
     monkeypatch.setenv("THREAD_PRINCIPAL_HEADER", "x-caller")
