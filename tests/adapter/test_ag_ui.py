@@ -314,6 +314,27 @@ async def test_one_run_retried_on_a_second_instance_at_once_commits_once(
             assert (await (await host.request("GET", f"/api/threads/{thread}")).json())["turns"] == 2
 
 
+async def test_a_turn_on_an_instance_whose_cached_head_is_stale_builds_on_the_real_head(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Instance A ran turn 1, B turn 2: A's cached pointer is stale when turn 3 reaches it. A
+    streamed turn reads the pointer before its first event, so turn 3 builds on turn 2 and
+    commits. On A's cached head its swap would fail only after its reply was sent, and it
+    could not run again: this is why a streamed turn costs one read more than a JSON turn."""
+    with separate_instances(monkeypatch):
+        a, b = Instance(), Instance()
+        conversation: list[dict[str, Any]] = []
+        for n, instance in enumerate((a, b, a), start=1):
+            conversation.append(user(f"m{n}"))
+            with instance.active():
+                _, events = await agui(host, agui_body("ag-stale", conversation))
+            assert types(events)[-1] == "RUN_FINISHED", events[-1]
+            ((reply_id, reply),) = replies(events).items()
+            assert reply.startswith(f"turn {n}:"), reply
+            conversation.append({"id": reply_id, "role": "assistant", "content": reply})
+    assert (await (await host.request("GET", "/api/threads/ag-stale")).json())["turns"] == 3
+
+
 async def test_unreachable_storage_is_503_with_retry_after_before_any_event(
     host: FunctionHost, monkeypatch: pytest.MonkeyPatch
 ) -> None:
