@@ -35,6 +35,7 @@ _EXPORTS = {
     "messages_page": "transcript",
     "owned_head": "ownership",
     "run_housekeeping": "housekeeping",
+    "snapshot": "transcript",
     "update_unless_deleted": "metadata_update",
     "validate_prefix": "listing",
 }
@@ -63,6 +64,7 @@ __all__ = [
     "messages_page",
     "owned_head",
     "run_housekeeping",
+    "snapshot",
     "update_unless_deleted",
     "validate_prefix",
 ]

@@ -17,6 +17,11 @@ message ID of another thread's checkpoint is ``InvalidRequest``. A sent message 
 with its own ID (``Message.message_id``: AG-UI's client-made IDs) is recorded with it
 (``"id"``, read back as ``client_id``; ``recorded_input_ids``: what a resent conversation is
 checked against).
+
+``snapshot`` is the newest page with what the head waits on, for a frontend that reloads a
+thread (AG-UI): one pointer read, decided on by the owner check and then walked from, and
+one read per turn, the head's giving both its messages and its pending requests (N + 1
+reads for N turns, where ``owned_head`` then ``messages_page`` then the head again took N + 3).
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from agent_framework import WorkflowCheckpoint
 
 from ..base import strict_json
 from ..base.errors import CheckpointNotFound, InvalidRequest, ThreadNotFound
@@ -157,6 +164,33 @@ async def messages_page(
     return await _oldest_first(store, head.checkpoint_id, thread_id, start, limit)
 
 
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A thread's newest messages, oldest first, and the requests its head waits on."""
+
+    messages: list[ThreadMessage]
+    # The head checkpoint's pending ``request_info`` events (none for a thread with no turns).
+    pending: list[Any]
+
+
+async def snapshot(
+    pointers: ThreadPointers, store: CheckpointStore, thread_id: str, *, caller: Caller, limit: int
+) -> Snapshot:
+    """The thread's newest ``limit`` messages and what it waits on, for ``caller`` only
+    (``Forbidden`` before anything else is read). A thread with no turns, or being deleted,
+    is empty; ``ThreadExpired`` if retention removed its head checkpoint, as for a turn."""
+    head = await owned_head(pointers, thread_id, caller)
+    if head.checkpoint_id is None or head.deleting:
+        return Snapshot([], [])
+    try:
+        checkpoint = await store.load(head.checkpoint_id)
+    except CheckpointNotFound:
+        raise expired(thread_id) from None
+    page, _ = await _newest_first(store, head.checkpoint_id, None, limit, thread_id, loaded=checkpoint)
+    page.reverse()
+    return Snapshot(page, list(checkpoint.pending_request_info_events.values()))
+
+
 async def _info(store: CheckpointStore, checkpoint_id: str) -> Any:
     try:
         return await store.get_info(checkpoint_id)
@@ -164,22 +198,36 @@ async def _info(store: CheckpointStore, checkpoint_id: str) -> Any:
         return None
 
 
-async def _turn(store: CheckpointStore, checkpoint_id: str) -> tuple[list[ThreadMessage], str | None] | None:
-    """A turn's messages and its parent; None if retention removed it (the lineage ends)."""
-    try:
-        checkpoint = await store.load(checkpoint_id)
-    except CheckpointNotFound:
-        return None
+async def _turn(
+    store: CheckpointStore, checkpoint_id: str, loaded: WorkflowCheckpoint | None = None
+) -> tuple[list[ThreadMessage], str | None] | None:
+    """A turn's messages and its parent; None if retention removed it (the lineage ends).
+    ``loaded``: this checkpoint, if the caller read it already."""
+    if loaded is not None:
+        checkpoint = loaded
+    else:
+        try:
+            checkpoint = await store.load(checkpoint_id)
+        except CheckpointNotFound:
+            return None
     return _messages(checkpoint_id, checkpoint.metadata), checkpoint.previous_checkpoint_id
 
 
 async def _newest_first(
-    store: CheckpointStore, cursor: str | None, start: tuple[str, int] | None, limit: int, at_head: str | None
+    store: CheckpointStore,
+    cursor: str | None,
+    start: tuple[str, int] | None,
+    limit: int,
+    at_head: str | None,
+    *,
+    loaded: WorkflowCheckpoint | None = None,
 ) -> tuple[list[ThreadMessage], bool]:
-    """``at_head``: the thread whose head ``cursor`` is (its absence: the thread expired)."""
+    """``at_head``: the thread whose head ``cursor`` is (its absence: the thread expired);
+    ``loaded``: the head's checkpoint, if the caller read it already."""
     page: list[ThreadMessage] = []
     while cursor is not None:
-        turn = await _turn(store, cursor)
+        turn = await _turn(store, cursor, loaded)
+        loaded = None
         if turn is None:
             if at_head is not None:
                 raise expired(at_head)

@@ -179,6 +179,29 @@ async def test_a_turn_costs_what_the_runs_route_costs(host: FunctionHost, ops: O
     assert set(ops.counts) <= {"GET", "HEAD"} and ops.total > 0
 
 
+async def test_a_reload_reads_the_pointer_once_and_each_turn_s_checkpoint_once(
+    host: FunctionHost, ops: OperationCounter
+) -> None:
+    """N + 1 reads for an N-turn thread: the pointer the owner check read is the one the
+    transcript walks from, and the head checkpoint the walk read is the one whose pending
+    requests the snapshot reports (each was read twice: N + 3)."""
+    conversation: list[dict[str, Any]] = []
+    for text in ("one", "two", "three"):
+        conversation.append(user(text))
+        _, events = await agui(host, agui_body("ag-reload-cost", conversation))
+        ((reply_id, reply),) = replies(events).items()
+        conversation.append({"id": reply_id, "role": "assistant", "content": reply})
+    ops.reset()
+    _, events = await agui(host, agui_body("ag-reload-cost", []))
+    assert types(events) == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    assert [m["id"] for m in events[1]["messages"]] == [m["id"] for m in conversation]
+    read = [url.rsplit("/", 2)[-2:] for _, url in ops.log]
+    assert set(ops.counts) == {"GET"} and len(read) == 3 + 1, ops.log
+    assert [folder for folder, _ in read].count("threads") == 1, ops.log
+    checkpoints = [name for folder, name in read if folder == "checkpoints"]
+    assert len(checkpoints) == len(set(checkpoints)) == 3, ops.log
+
+
 async def test_the_authorizer_refuses_runs_and_reloads(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("THREAD_AUTHORIZER", "functions_adapter.authorizers:thread_prefix_of_principal")
     monkeypatch.setenv("THREAD_PRINCIPAL_HEADER", "x-caller")
@@ -289,6 +312,27 @@ async def test_one_run_retried_on_a_second_instance_at_once_commits_once(
             assert all(end in {("RUN_FINISHED", None), ("RUN_ERROR", "thread_busy")} for end in ends), ends
             assert ("RUN_FINISHED", None) in ends
             assert (await (await host.request("GET", f"/api/threads/{thread}")).json())["turns"] == 2
+
+
+async def test_a_turn_on_an_instance_whose_cached_head_is_stale_builds_on_the_real_head(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Instance A ran turn 1, B turn 2: A's cached pointer is stale when turn 3 reaches it. A
+    streamed turn reads the pointer before its first event, so turn 3 builds on turn 2 and
+    commits. On A's cached head its swap would fail only after its reply was sent, and it
+    could not run again: this is why a streamed turn costs one read more than a JSON turn."""
+    with separate_instances(monkeypatch):
+        a, b = Instance(), Instance()
+        conversation: list[dict[str, Any]] = []
+        for n, instance in enumerate((a, b, a), start=1):
+            conversation.append(user(f"m{n}"))
+            with instance.active():
+                _, events = await agui(host, agui_body("ag-stale", conversation))
+            assert types(events)[-1] == "RUN_FINISHED", events[-1]
+            ((reply_id, reply),) = replies(events).items()
+            assert reply.startswith(f"turn {n}:"), reply
+            conversation.append({"id": reply_id, "role": "assistant", "content": reply})
+    assert (await (await host.request("GET", "/api/threads/ag-stale")).json())["turns"] == 3
 
 
 async def test_unreachable_storage_is_503_with_retry_after_before_any_event(

@@ -763,8 +763,6 @@ GUARDED_READS = {
     "functions_adapter/api/thread_api.py": 1,
     # thread_view: after ownership.owned_head; gate: the authorizer's own input.
     "functions_adapter/thread_access.py": 3,
-    # thread_history: after ownership.owned_head.
-    "functions_adapter/ag_ui/history.py": 1,
     # _create: a new ID of its own; _existing/_get/_delete: after owned_head (an update's
     # write and re-read are the library's, threads/metadata_update.py).
     "functions_adapter/openai/conversations_api.py": 4,

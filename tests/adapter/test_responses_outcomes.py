@@ -221,6 +221,17 @@ async def test_what_a_stored_conversation_turn_writes(host: FunctionHost, ops: A
     ]
 
 
+async def test_an_unstored_conversation_turn_writes_what_a_thread_turn_writes(host: FunctionHost, ops: Any) -> None:
+    """``store: false`` keeps no record: a warm turn is the thread route's floor, the
+    checkpoint then the pointer's swap (docs/performance.md: what each extra write buys)."""
+    body = {"input": "a", "conversation": "uncosted", "store": False}
+    await host.request("POST", "/api/responses", json_body=body)
+    ops.reset()
+    turn = await host.request("POST", "/api/responses", json_body={**body, "input": "b"})
+    assert turn.status == 200
+    assert [(method, url.rsplit("/", 2)[-2]) for method, url in ops.log] == [("PUT", "checkpoints"), ("PUT", "threads")]
+
+
 async def test_an_idempotency_key_is_honoured_whatever_idempotency_headers_says(
     client: AsyncOpenAI, monkeypatch: pytest.MonkeyPatch, host: FunctionHost
 ) -> None:
