@@ -54,7 +54,9 @@ def _call(
         body=body,
         route=_ROUTE,
         authorizer_headers=headers,
-        dedupe=keyed_call.dedupe_key({"idempotency-key": key}, origin, settings, always_key=True),
+        # The messageId as the Idempotency-Key, unless the deployment keys a signed delivery by
+        # its verified webhook-id (as on every route): then a captured delivery replays.
+        dedupe=keyed_call.dedupe_key({**headers, "idempotency-key": key}, origin, settings, always_key=True),
         fingerprint=fingerprint("POST", path, body),
         **options,
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 import uuid
 from typing import Any
 
@@ -17,6 +18,7 @@ from devtools.function_host import FunctionHost
 from devtools.op_counter import OperationCounter
 from devtools.queue_runner import QueueRunner
 from functions_adapter import wiring
+from functions_adapter.signatures import sign
 
 WORKFLOW = "default"
 ENDPOINT = f"/api/a2a/{WORKFLOW}"
@@ -392,3 +394,38 @@ async def test_a_task_older_than_the_threads_recent_lineage_is_found_turn_by_tur
     assert got == done["result"]["task"] and got["metadata"]["turn"] == 2
     late = await _rpc(host, "SendMessage", {"message": _answer(asked["id"], {pending["request_id"]: "n"})})
     assert late["error"]["code"] == -32004
+
+
+async def test_a_signed_deployment_keys_a_message_by_its_verified_webhook_id(
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With Standard Webhooks signatures on (WEBHOOK_SECRET), every route keys a turn by the
+    verified ``webhook-id``, so a captured delivery sent again replays instead of running; an
+    A2A message is keyed the same way, and a sender's retry of the delivery runs nothing twice."""
+    secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+    monkeypatch.setenv("WEBHOOK_SECRET", secret)
+    context = f"signed-{uuid.uuid4().hex[:12]}"
+    call = {
+        "jsonrpc": "2.0",
+        "id": "1",
+        "method": "SendMessage",
+        "params": {"message": _message("hi", contextId=context)},
+    }
+    body = json.dumps(call).encode()
+    unsigned = await host.request("POST", ENDPOINT, body=body, headers={"content-type": "application/json"})
+    assert unsigned.status == 401
+    delivery = f"msg_{uuid.uuid4().hex}"
+    answers = []
+    for _ in range(2):  # the sender's retry: the same delivery, signed again
+        now = int(time.time())
+        headers = {
+            "content-type": "application/json",
+            "webhook-id": delivery,
+            "webhook-timestamp": str(now),
+            "webhook-signature": sign(secret, delivery, now, body),
+        }
+        answered = await host.request("POST", ENDPOINT, body=body, headers=headers)
+        assert answered.status == 200, await answered.body()
+        answers.append((await answered.json())["result"]["task"])
+    assert answers[0]["id"] == answers[1]["id"] and answers[0]["metadata"]["turn"] == 1
+    assert (await _thread(host, context))["turns"] == 1
