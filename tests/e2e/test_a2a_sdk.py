@@ -4,15 +4,18 @@
 ``.well-known/agent-card.json``), picks the card's JSON-RPC interface and sends A2A v1.0 calls
 with the function key in ``x-functions-key``: two messages on one context (the second reply
 is the thread's turn 2, and ListTasks lists both, newest first), a streamed message, GetTask
-reading back the task a blocking send answered, a retried message that runs nothing twice, an approval as
-input-required answered
-on the same task (a wrong answer refused first, nothing run), a deleted thread's task gone,
-and the errors a client maps to its own exception types; and Agent Framework's ``A2AAgent``
-with the workflow as its remote agent.
+reading back the task a blocking send answered, a retried message that runs nothing twice, an
+approval as input-required answered on the same task (a wrong answer refused first, nothing
+run), a non-blocking send followed by SubscribeToTask and GetTask, a cancel, a deleted
+thread's task gone, another origin's task and context refused, a malformed message, and the
+errors a client maps to its own exception types; and Agent Framework's ``A2AAgent`` with the
+workflow as its remote agent.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
@@ -20,20 +23,23 @@ import httpx
 import pytest
 from a2a.client import A2ACardResolver, Client, ClientConfig, create_client
 from a2a.types import (
+    CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
     Message,
     Part,
     Role,
+    SendMessageConfiguration,
     SendMessageRequest,
     StreamResponse,
+    SubscribeToTaskRequest,
     TaskState,
 )
-from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
+from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError
 from agent_framework_a2a import A2AAgent
 from google.protobuf import json_format, struct_pb2
 
-from tests.serving import Serving, serving
+from tests.serving import ROOT, Serving, serving
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +48,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serving]:
         yield server
 
 
-async def _client(served: Serving, *, streaming: bool) -> AsyncIterator[Client]:
-    http = httpx.AsyncClient(headers={"x-functions-key": "local"}, timeout=120)
-    client = await create_client(f"{served.base}/a2a/default", ClientConfig(streaming=streaming, httpx_client=http))
+async def _client(
+    served: Serving, *, streaming: bool, workflow: str = "default", caller: str | None = None
+) -> AsyncIterator[Client]:
+    headers = {"x-functions-key": "local", **({} if caller is None else {"x-caller": caller})}
+    http = httpx.AsyncClient(headers=headers, timeout=120)
+    client = await create_client(f"{served.base}/a2a/{workflow}", ClientConfig(streaming=streaming, httpx_client=http))
     try:
         yield client
     finally:
@@ -164,3 +173,79 @@ async def test_agent_frameworks_a2a_agent_keeps_one_context_across_runs(served: 
     assert first.text.startswith('turn 1: you said "My name is Ada."')
     assert second.text.startswith('turn 2: you said "What is my name?"')
     assert 'Earlier you said: "My name is Ada."' in second.text
+
+
+def _slow_request(text: str) -> SendMessageRequest:
+    """A ``step-pipeline`` message that takes about 3 s (each of its ten steps pauses), queued."""
+    message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=f"{text} slowly")])
+    return SendMessageRequest(message=message, configuration=SendMessageConfiguration(return_immediately=True))
+
+
+@pytest.fixture
+async def queued(served: Serving) -> AsyncIterator[Client]:
+    async for client in _client(served, streaming=False, workflow="step-pipeline"):
+        yield client
+
+
+@pytest.fixture
+async def subscriber(served: Serving) -> AsyncIterator[Client]:
+    async for client in _client(served, streaming=True, workflow="step-pipeline"):
+        yield client
+
+
+async def test_a_non_blocking_send_is_followed_by_subscribe_and_get_task(queued: Client, subscriber: Client) -> None:
+    (accepted,) = await _events(queued, _slow_request("follow me"))
+    assert accepted.task.status.state in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
+    followed = [event async for event in subscriber.subscribe(SubscribeToTaskRequest(id=accepted.task.id))]
+    assert followed[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    (artifact,) = [e.artifact_update.artifact for e in followed if e.HasField("artifact_update")]
+    got = await queued.get_task(GetTaskRequest(id=accepted.task.id))
+    assert got.status.state == TaskState.TASK_STATE_COMPLETED and list(got.artifacts) == [artifact]
+    assert "follow me slowly" in artifact.parts[0].text
+
+
+async def test_a_running_task_is_cancelled_and_a_completed_one_is_not_cancelable(
+    queued: Client, blocking: Client
+) -> None:
+    (accepted,) = await _events(queued, _slow_request("stop me"))
+    cancelled = await queued.cancel_task(CancelTaskRequest(id=accepted.task.id))
+    while cancelled.status.state not in (TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_COMPLETED):
+        await asyncio.sleep(0.2)  # a running run stops at its next step
+        cancelled = await queued.get_task(GetTaskRequest(id=accepted.task.id))
+    assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+    assert not cancelled.artifacts  # it never answered
+    (done,) = await _events(blocking, _request("done already"))
+    with pytest.raises(TaskNotCancelableError):
+        await blocking.cancel_task(CancelTaskRequest(id=done.task.id))
+
+
+async def test_a_malformed_message_is_the_sdks_invalid_params(blocking: Client) -> None:
+    empty = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER)  # no parts
+    with pytest.raises(InvalidParamsError, match="parts"):
+        await _events(blocking, SendMessageRequest(message=empty))
+
+
+@pytest.fixture(scope="module")
+def served_principals(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serving]:
+    """The app with a principal header (``x-caller``) naming each caller's origin."""
+    tmp = tmp_path_factory.mktemp("a2a-principals")
+    settings = json.loads((ROOT / "local.settings.sample.json").read_text())
+    settings["Values"]["THREAD_PRINCIPAL_HEADER"] = "x-caller"
+    (tmp / "local.settings.json").write_text(json.dumps(settings))
+    with serving(tmp, settings=tmp / "local.settings.json") as server:
+        yield server
+
+
+async def test_another_origins_task_and_context_are_refused(served_principals: Serving) -> None:
+    async for alice in _client(served_principals, streaming=False, caller="alice"):
+        (sent,) = await _events(alice, _request("Alice's secret"))
+        async for bob in _client(served_principals, streaming=False, caller="bob"):
+            with pytest.raises(InvalidParamsError, match=r"may not|another origin"):
+                await bob.get_task(GetTaskRequest(id=sent.task.id))
+            with pytest.raises(InvalidParamsError, match=r"may not|another origin"):
+                await _events(bob, _request("let me in", sent.task.context_id))
+            with pytest.raises(InvalidParamsError, match=r"may not|another origin"):
+                await bob.list_tasks(ListTasksRequest(context_id=sent.task.context_id))
+        got = await alice.get_task(GetTaskRequest(id=sent.task.id))
+        assert got.status.state == TaskState.TASK_STATE_COMPLETED
+        assert got.artifacts[0].parts[0].text.startswith('turn 1: you said "Alice\'s secret"')
