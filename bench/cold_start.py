@@ -131,15 +131,19 @@ def cold_start(bench: Bench, report: Report, base: str, pythons: list[str]) -> N
         "app is Agent Framework, which the start-up check of `WORKFLOW` (`tests/adapter/test_startup_checks.py`) "
         "imports, and the app's own modules. A2A imports its route on first use and never imports "
         "a2a-sdk (its JSON-RPC envelopes are hand-written; `tests/adapter/test_a2a_edges.py` pins it), so "
-        f"the SDK's {_sdk_cost(medians[first, 'a2a_sdk'], medians[first, 'app'])} "
-        "(the last row against `import function_app`) is a cost the app does not pay. "
+        f"the SDK's {_beyond(medians[first, 'a2a_sdk'], medians[first, 'app'])} "
+        "(the last row against `import function_app`) is a cost the app does not pay. Beyond `import "
+        f"function_app`, the first agent card costs {_beyond(medians[first, 'a2a_card'], medians[first, 'app'])}, "
+        f"the first A2A task {_beyond(medians[first, 'a2a_task'], medians[first, 'app'])} and the first resume "
+        f"{_beyond(medians[first, 'first'], medians[first, 'app'])}. "
         "Where the time goes on the first interpreter, `python -X importtime -c 'import function_app'` "
         "(top cumulative):\n\n" + "\n".join(f"- `{name}`: {cum / 1000:.0f} ms" for name, cum in _import_profile()),
     )
 
 
-def _sdk_cost(with_sdk: tuple[float, float], app: tuple[float, float]) -> str:
-    return f"{with_sdk[0] - app[0]:.0f} ms wall / {with_sdk[1] - app[1]:.0f} ms CPU"
+def _beyond(entry: tuple[float, float], app: tuple[float, float]) -> str:
+    """What an entry's (wall, CPU) medians add to ``import function_app``'s."""
+    return f"{entry[0] - app[0]:.0f} ms wall / {entry[1] - app[1]:.0f} ms CPU"
 
 
 def _spawn_medians(

@@ -17,15 +17,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from devtools.function_host import FunctionHost
+from devtools.queue_runner import QueueRunner
 from functions_adapter import signatures as webhook_signature
 from functions_adapter import wiring as composition
+from functions_adapter.service_info import DOCUMENT
 from functions_adapter.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 ENDPOINT = "/api/a2a/default"
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+DOC: dict[str, Any] = json.loads(DOCUMENT.read_text())
 
 # In a fresh interpreter: import the app, then drive both A2A routes in-process (the card, a
 # non-blocking SendMessage, GetTask on its task, a refused call), then list what got imported.
@@ -70,6 +74,10 @@ async def _blob_names() -> list[str]:
 
 def _message(**fields: Any) -> dict[str, Any]:
     return {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"text": "hello"}], **fields}
+
+
+def _call(method: str, params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": "c1", "method": method, "params": params}
 
 
 async def _post(host: FunctionHost, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, Any]:
@@ -154,3 +162,37 @@ async def test_an_invalid_id_is_answered_with_a_null_id(host: FunctionHost, queu
     status, answer = await _post(host, body)
     assert status == 200 and answer["error"]["code"] == -32600
     assert answer["id"] is None
+
+
+def _validator(schema_name: str) -> Draft202012Validator:
+    """The OpenAPI document's schema ``schema_name``, its references resolved in the document."""
+    return Draft202012Validator({"$ref": f"#/components/schemas/{schema_name}", "components": DOC["components"]})
+
+
+async def test_answers_match_the_openapi_document(host: FunctionHost, queue_env: str) -> None:
+    """The card, a result, an error and each frame of a stream, as the document describes them
+    (tests/e2e/test_openapi_fuzz.py holds the same against scripts/serve.sh with generated bodies)."""
+    card = await host.request("GET", f"{ENDPOINT}/.well-known/agent-card.json")
+    _validator("A2aAgentCard").validate(await card.json())
+    rpc = _validator("JsonRpcResponse")
+    send = {"message": _message(), "configuration": {"returnImmediately": True}}
+    answers = [(await _post(host, json.dumps(_call("SendMessage", send)).encode()))[1]]
+    task = answers[0]["result"]["task"]
+    async with QueueRunner(host):
+        body = json.dumps(_call("SubscribeToTask", {"id": task["id"]})).encode()
+        response = await host.request("POST", ENDPOINT, body=body, headers={"Content-Type": "application/json"})
+        assert response.headers["content-type"].startswith("text/event-stream")
+        raw = (await response.body()).decode()
+    frames = [json.loads(line[len("data: ") :]) for line in raw.splitlines() if line.startswith("data: ")]
+    assert frames[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED", frames
+    answers += frames
+    answers.append((await _post(host, json.dumps(_call("GetTask", {"id": task["id"]})).encode()))[1])
+    for hostile in (b"{", b"[]", json.dumps(_call("NoSuchMethod", {})).encode()):
+        answers.append((await _post(host, hostile))[1])
+    assert [answer["error"]["code"] for answer in answers[-3:]] == [-32700, -32600, -32601]
+    for answer in answers:
+        rpc.validate(answer)
+    for broken in ({**answers[-1], "result": {}}, {"jsonrpc": "2.0", "result": {}}, {**answers[-1], "error": {}}):
+        assert not rpc.is_valid(broken), broken  # the schema can fail
+    for status in ("401", "413", "415"):  # the refusals before parsing are documented
+        assert status in DOC["paths"]["/api/a2a/{workflow}"]["post"]["responses"]
