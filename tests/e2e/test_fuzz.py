@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -16,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from devtools.function_host import FunctionHost
+from devtools.queue_runner import QueueRunner
 from functions_adapter import signatures as webhook_signature
 from functions_adapter import wiring as composition
 from functions_adapter.settings import Settings
@@ -203,3 +205,313 @@ async def test_the_signed_path_never_500s_either(
             "webhook-signature": webhook_signature.sign(SECRET, message_id, timestamp, body),
         }
     await check_one(host, method, path, body, headers)
+
+
+# -- A2A: hostile JSON-RPC on POST /api/a2a/{workflow} ------------------------------------------
+# Every answer is 200 with a JSON-RPC response (or an SSE stream of them for the streaming
+# methods), or a 4xx refused before the body is parsed (Content-Length, signature, content
+# type, size); a JSON-RPC error, like a 4xx, leaves storage as it was.
+
+A2A_METHODS = ["SendMessage", "SendStreamingMessage", "GetTask", "CancelTask", "SubscribeToTask"]
+A2A_SENDS = {"SendMessage", "SendStreamingMessage"}
+A2A_STREAMS = {"SendStreamingMessage", "SubscribeToTask"}
+A2A_ERRORS = {-32700, -32600, -32601, -32602, -32603, -32001, -32002, -32003, -32004}
+A2A_FINAL = {
+    "TASK_STATE_COMPLETED",
+    "TASK_STATE_INPUT_REQUIRED",
+    "TASK_STATE_FAILED",
+    "TASK_STATE_CANCELED",
+    "TASK_STATE_REJECTED",
+}
+
+rpc_id = st.one_of(
+    st.integers(min_value=-(10**40), max_value=10**40), st.text(max_size=300), any_text, st.none(), json_value
+)
+a2a_part = st.one_of(
+    st.fixed_dictionaries({"text": st.one_of(st.text(min_size=1, max_size=60), any_text, json_value)}),
+    st.fixed_dictionaries(
+        {
+            "data": st.one_of(
+                st.fixed_dictionaries({"responses": st.one_of(st.dictionaries(tricky_id, json_value), json_value)}),
+                json_value,
+            )
+        }
+    ),
+    json_value,
+)
+a2a_message = st.fixed_dictionaries(
+    {},
+    optional={
+        "messageId": st.one_of(st.uuids().map(str), tricky_id, json_value),
+        "role": st.one_of(st.sampled_from(["ROLE_USER", "user", "ROLE_AGENT", "agent", ""]), json_value),
+        "parts": st.one_of(st.lists(a2a_part, max_size=4), json_value),
+        "contextId": st.one_of(tricky_id, json_value),
+        "taskId": st.one_of(tricky_id, json_value),
+        "metadata": json_value,
+    },
+)
+a2a_configuration = st.one_of(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "returnImmediately": st.one_of(st.booleans(), json_value),
+            "taskPushNotificationConfig": json_value,
+            "historyLength": json_value,
+            "acceptedOutputModes": json_value,
+        },
+    ),
+    json_value,
+)
+a2a_params = st.one_of(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "message": st.one_of(a2a_message, json_value),
+            "configuration": a2a_configuration,
+            "id": st.one_of(tricky_id, st.uuids().map(lambda u: u.hex), json_value),
+            "metadata": json_value,
+        },
+    ),
+    json_value,
+)
+a2a_call = st.fixed_dictionaries(
+    {"jsonrpc": st.one_of(st.just("2.0"), st.just("2.0"), json_value)},
+    optional={
+        "id": rpc_id,
+        "method": st.one_of(
+            st.sampled_from([*A2A_METHODS, *A2A_METHODS, "message/send", "tasks/get", "", "sendmessage"]), json_value
+        ),
+        "params": a2a_params,
+    },
+)
+# A well-formed envelope around hostile params: what reaches each method's own checks.
+a2a_method_call = st.fixed_dictionaries(
+    {
+        "jsonrpc": st.just("2.0"),
+        "id": st.one_of(st.integers(min_value=-(10**40), max_value=10**40), st.text(max_size=300)),
+        "method": st.sampled_from(A2A_METHODS),
+        "params": a2a_params,
+    }
+)
+# A message the endpoint takes, on a new context or a named one, with hostile configuration
+# and metadata: accepted sends run (the queue is served), refused ones must write nothing.
+a2a_send = st.fixed_dictionaries(
+    {
+        "jsonrpc": st.just("2.0"),
+        "id": st.integers(min_value=0, max_value=10**6),
+        "method": st.sampled_from(["SendStreamingMessage", "SendMessage"]),
+        "params": st.fixed_dictionaries(
+            {
+                "message": st.fixed_dictionaries(
+                    {
+                        "messageId": st.uuids().map(str),
+                        "role": st.just("ROLE_USER"),
+                        "parts": st.lists(
+                            st.fixed_dictionaries({"text": st.text(min_size=1, max_size=60)}), min_size=1, max_size=3
+                        ),
+                    },
+                    optional={
+                        "contextId": st.one_of(st.text(alphabet="abcXYZ019-_", min_size=1, max_size=20), tricky_id),
+                        "metadata": json_value,
+                    },
+                )
+            },
+            optional={"configuration": a2a_configuration, "metadata": json_value},
+        ),
+    }
+)
+a2a_body = st.one_of(
+    a2a_send.map(lambda call: json.dumps(call).encode()),
+    a2a_method_call.map(lambda call: json.dumps(call).encode()),
+    a2a_method_call.map(lambda call: json.dumps(call).encode()),
+    a2a_method_call.map(lambda call: json.dumps(call).encode()),
+    a2a_call.map(lambda call: json.dumps(call).encode()),
+    st.lists(a2a_call, max_size=3).map(lambda batch: json.dumps(batch).encode()),  # batches are not served
+    raw_body,  # not JSON, not UTF-8, nested too deep, numbers JSON cannot hold
+    st.sampled_from(
+        [
+            b'{"jsonrpc": "2.0", "id": 1e999, "method": "GetTask"}',
+            b'{"jsonrpc": "2.0", "id": ' + b"9" * 5000 + b', "method": "GetTask"}',
+            b'{"jsonrpc": "2.0", "id": 1, "method": "Get\\ud800Task"}',
+            b'{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "\\u0000"}}',
+            b'{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "method": "SendMessage"}',
+            b'{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": '
+            + b'{"a":' * 5000
+            + b"1"
+            + b"}" * 5000
+            + b"}",
+            b'\xef\xbb\xbf{"jsonrpc": "2.0", "id": 1, "method": "GetTask"}',
+            b'{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "\xff\xfe"}}',
+        ]
+    ),
+)
+# Mostly plain JSON, so that most bodies are parsed; the rest as the other routes get them.
+a2a_headers = st.one_of(st.just({"content-type": "application/json"}), header_sets)
+a2a_workflow = st.sampled_from(["default"] * 6 + ["no-such-workflow", "..", "x" * 300, "\u00fcn\u00ef", "a b"])
+A2A_OUTCOMES: Counter[str] = Counter()
+
+
+def _sent(body: bytes) -> dict[str, Any]:
+    """The JSON-RPC request object the fuzzer sent, or {} when it sent something else."""
+    try:
+        payload = json.loads(body)
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than Python's parser goes
+        return {}
+    return payload if isinstance(payload, dict) else {}
+
+
+def _refused_after_queueing(call: dict[str, Any], code: int) -> bool:
+    """Known bug, pinned as strict xfail in tests/adapter/test_a2a_edges.py
+    (``test_a_send_refused_for_its_configuration_writes_nothing``): a SendMessage whose
+    ``configuration`` is refused (not an object, or asking for push notifications) was
+    queued first. Remove this once functions_adapter/a2a/route.py checks it before queueing."""
+    params = call.get("params")
+    configuration = params.get("configuration") if isinstance(params, dict) else None
+    if call.get("method") != "SendMessage" or not configuration:
+        return False
+    pushes = isinstance(configuration, dict) and bool(configuration.get("taskPushNotificationConfig"))
+    return (code == -32602 and not isinstance(configuration, dict)) or (code == -32003 and pushes)
+
+
+def _check_rpc_response(answer: Any, call: dict[str, Any]) -> None:
+    assert isinstance(answer, dict) and answer.get("jsonrpc") == "2.0", answer
+    assert ("result" in answer) != ("error" in answer), answer
+    sent_id = call.get("id")
+    # A body a strict parser refuses (-32700: duplicate keys, depth, lone surrogates) has no id
+    # to answer with, even where Python's lenient json.loads reads one.
+    parsed = answer.get("error", {}).get("code") != -32700
+    if parsed and isinstance(sent_id, (str, int)) and not isinstance(sent_id, bool):
+        assert answer["id"] == sent_id, (answer["id"], sent_id)
+    if "error" in answer:
+        error = answer["error"]
+        assert error["code"] in A2A_ERRORS and isinstance(error["message"], str), error
+        assert "Traceback" not in error["message"]
+
+
+def _stream_answers(raw: bytes) -> list[Any]:
+    """The JSON-RPC responses of an SSE body (keep-alive comments skipped)."""
+    assert raw.endswith(b"\n\n"), raw[-300:]
+    frames = [frame for frame in raw.split(b"\n\n") if frame and not frame.startswith(b":")]
+    assert all(frame.startswith(b"data: ") for frame in frames), raw[:300]
+    return [json.loads(frame[len(b"data: ") :]) for frame in frames]
+
+
+def _final(answer: dict[str, Any]) -> bool:
+    """Whether a stream's last response ends the task's story: an error, or a final state."""
+    if "error" in answer:
+        return True
+    result = answer["result"]
+    status = (result.get("statusUpdate") or result.get("task") or {}).get("status", {})
+    return status.get("state") in A2A_FINAL
+
+
+async def _pumped(runner: QueueRunner, work: Any) -> Any:
+    """``work`` with the run queue served meanwhile, as the host serves it: a blocking send
+    or a stream follows its task to the end, which needs the background run to execute."""
+    task = asyncio.ensure_future(work)
+    while not task.done():
+        await runner.run_once()
+        await asyncio.wait({task}, timeout=0.02)
+    return task.result()
+
+
+async def check_a2a(
+    host: FunctionHost, runner: QueueRunner, workflow: str, body: bytes, headers: dict[str, str], *, signed: bool
+) -> None:
+    call = _sent(body)
+    before = await blob_names()
+
+    async def exchange() -> tuple[int, bytes, bool]:
+        response = await host.request("POST", f"/api/a2a/{workflow}", body=body, headers=headers)
+        return response.status, await response.body(), response.is_stream
+
+    status, raw, is_stream = await _pumped(runner, exchange())
+    after = await blob_names()
+    await runner.run_until_idle(timeout=60)  # a non-blocking send's run ends before the next example
+    assert b"Traceback" not in raw
+    if status == 500 and signed and call.get("method") in A2A_SENDS:
+        # Known bug, pinned as strict xfail in tests/adapter/test_a2a_edges.py
+        # (test_a_signed_send_message_is_answered_not_a_500): KeyError on 'webhook-id'.
+        A2A_OUTCOMES["500 signed send (known bug)"] += 1
+        return
+    assert status < 500, raw[:300]
+    if status != 200:
+        A2A_OUTCOMES[str(status)] += 1
+        assert status in (400, 401, 413, 415), (status, raw[:300])
+        assert json.loads(raw)["error"]["code"]
+        assert after == before
+        return
+    answers = _stream_answers(raw) if is_stream else [json.loads(raw)]
+    assert answers, raw[:300]
+    for answer in answers:
+        _check_rpc_response(answer, call)
+    if is_stream:
+        assert call.get("method") in A2A_STREAMS, call.get("method")
+        assert _final(answers[-1]), answers[-1]
+        assert all("result" in answer for answer in answers[:-1]), answers
+    (last,) = answers[-1:]
+    if "error" in last and not is_stream:
+        code = last["error"]["code"]
+        A2A_OUTCOMES[f"error {code}"] += 1
+        if _refused_after_queueing(call, code):
+            A2A_OUTCOMES[f"error {code} after queueing (known bug)"] += 1
+            return
+        assert after == before, (last, sorted(set(after) - set(before)))
+    else:
+        A2A_OUTCOMES["stream" if is_stream else "result"] += 1
+
+
+@pytest.fixture
+async def a2a_runner(host: FunctionHost, queue_env: str) -> Any:
+    A2A_OUTCOMES.clear()
+    yield QueueRunner(host)
+    print(f"\n[fuzz a2a] outcomes: {dict(sorted(A2A_OUTCOMES.items()))}")
+
+
+@settings(
+    max_examples=max(50, EXAMPLES // 4),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+    derandomize=True,
+)
+@given(workflow=a2a_workflow, body=a2a_body, headers=a2a_headers)
+async def test_the_a2a_endpoint_answers_json_rpc_and_writes_nothing_it_refuses(
+    host: FunctionHost, a2a_runner: QueueRunner, workflow: str, body: bytes, headers: dict[str, str]
+) -> None:
+    await check_a2a(host, a2a_runner, workflow, body, headers, signed=False)
+
+
+@settings(
+    max_examples=max(50, EXAMPLES // 10),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+    derandomize=True,
+)
+@given(
+    workflow=a2a_workflow,
+    body=a2a_body,
+    headers=a2a_headers,
+    sign_it=st.booleans(),
+    skew=st.one_of(st.just(0), st.integers(-400, 400)),  # mostly in the tolerance window, to reach the body
+)
+async def test_the_signed_a2a_endpoint_refuses_before_parsing_and_never_500s(
+    host: FunctionHost,
+    a2a_runner: QueueRunner,
+    monkeypatch: pytest.MonkeyPatch,
+    workflow: str,
+    body: bytes,
+    headers: dict[str, str],
+    sign_it: bool,
+    skew: int,
+) -> None:
+    monkeypatch.setenv("WEBHOOK_SECRET", SECRET)
+    if sign_it:
+        message_id = headers.get("webhook-id", "") or "msg_fuzz"
+        timestamp = int(time.time()) + skew
+        headers = {
+            **headers,
+            "webhook-id": message_id,
+            "webhook-timestamp": str(timestamp),
+            "webhook-signature": webhook_signature.sign(SECRET, message_id, timestamp, body),
+        }
+    await check_a2a(host, a2a_runner, workflow, body, headers, signed=sign_it)

@@ -481,6 +481,56 @@ async def test_the_queue_trigger_runs_a_background_run_once_however_often_it_is_
     assert sorted(await service.store.list_checkpoint_ids(workflow_name="conversation-demo")) == checkpoints
 
 
+async def _a2a(worker: WorkerDriver, method: str, params: dict[str, Any]) -> Any:
+    """One JSON-RPC call to the default workflow's A2A agent through the worker: always 200."""
+    body = {"jsonrpc": "2.0", "id": f"w-{method}", "method": method, "params": params}
+    async with worker.http("POST", "/api/a2a/default", json_body=body) as call:
+        assert call.response.status == 200, await call.response.text()
+        assert call.response.headers["Content-Type"] == "application/json"
+        answer = await call.response.json()
+    assert (await call.invocation).result.status == SUCCESS
+    assert answer["id"] == f"w-{method}"
+    return answer
+
+
+async def test_an_a2a_task_is_sent_run_and_read_through_the_worker(
+    worker: WorkerDriver, queue_env: str, azurite: Azurite
+) -> None:
+    """A2A's JSON-RPC function through the real worker: a SendMessage, its turn (queued, then
+    run by the queue trigger as the host delivers it), GetTask, the task's stream and a
+    refusal answered as JSON-RPC."""
+    message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"text": "through the worker"}]}
+    sent = await _a2a(worker, "SendMessage", {"message": message, "configuration": {"returnImmediately": True}})
+    task = sent["result"]["task"]
+    assert task["contextId"].startswith("a2a-")
+    async with _queue(azurite, queue_env) as client:
+        queued = [m async for m in client.receive_messages(max_messages=32, visibility_timeout=600)]
+        for delivered in queued:  # a task not finished when answered is a background run: the host runs it
+            assert RunMessage.parse(delivered.content).run_id == task["id"]
+            bindings, metadata = _host_binding(delivered, "run_in_background")
+            reply = await worker.invoke(worker.function_id("run_in_background"), bindings, trigger_metadata=metadata)
+            assert reply.result.status == SUCCESS, reply.result.exception.message
+    assert queued or task["status"]["state"] == "TASK_STATE_COMPLETED", task
+
+    done = (await _a2a(worker, "GetTask", {"id": task["id"]}))["result"]
+    assert (done["id"], done["contextId"]) == (task["id"], task["contextId"])
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED", done
+    assert 'you said "through the worker"' in done["artifacts"][0]["parts"][0]["text"]
+    status, thread = await _json(worker, "GET", f"/api/threads/{task['contextId']}")
+    assert status == 200 and thread["turns"] == 1  # the context is a thread, with the one turn
+
+    body = {"jsonrpc": "2.0", "id": 9, "method": "SubscribeToTask", "params": {"id": task["id"]}}
+    async with worker.http("POST", "/api/a2a/default", json_body=body) as call:
+        assert call.response.status == 200
+        assert call.response.headers["Content-Type"].startswith("text/event-stream")
+        frames = [line for line in (await call.response.text()).splitlines() if line.startswith("data: ")]
+    (replayed,) = [json.loads(frame.removeprefix("data: ")) for frame in frames]
+    assert replayed["id"] == 9 and replayed["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+    refused = await _a2a(worker, "NoSuchMethod", {})
+    assert refused["error"]["code"] == -32601
+
+
 async def test_the_poison_trigger_fails_a_run_that_never_ran_and_a_delivery_that_raises_fails_the_invocation(
     worker: WorkerDriver, queue_env: str, azurite: Azurite, delivered: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
