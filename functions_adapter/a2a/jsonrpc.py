@@ -16,7 +16,6 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 TASK_NOT_FOUND = -32001
 TASK_NOT_CANCELABLE = -32002
-PUSH_NOT_SUPPORTED = -32003
 UNSUPPORTED_OPERATION = -32004
 
 # Our error codes that mean "no such task" or "not a task you can cancel" in A2A's terms.
@@ -38,12 +37,21 @@ class Call:
     params: dict[str, Any]
 
 
+def readable_id(payload: Any) -> str | int | None:
+    """The request's ``id`` if it is one JSON-RPC allows (a string or an integer), else None:
+    an error answers an ID it could not read as null, never echoing what the caller sent."""
+    call_id = payload.get("id") if isinstance(payload, dict) else None
+    if isinstance(call_id, bool) or not isinstance(call_id, (str, int)):
+        return None
+    return call_id
+
+
 def parse_call(payload: Any) -> Call:
     """A JSON-RPC 2.0 request object, or ``RpcError(INVALID_REQUEST)``. Batches are not served."""
     if not isinstance(payload, dict) or payload.get("jsonrpc") != "2.0":
         raise RpcError(INVALID_REQUEST, "Expected a JSON-RPC 2.0 request object.")
-    call_id = payload.get("id")
-    if call_id is not None and (isinstance(call_id, bool) or not isinstance(call_id, (str, int))):
+    call_id = readable_id(payload)
+    if call_id is None and payload.get("id") is not None:
         raise RpcError(INVALID_REQUEST, "'id' must be a string or an integer.")
     method = payload.get("method")
     if not isinstance(method, str):

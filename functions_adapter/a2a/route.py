@@ -63,7 +63,7 @@ async def _rpc(request: Request, workflow: str) -> Response:
             payload = strict_json.loads(body)
         except StrictJsonError as exc:
             raise RpcError(jsonrpc.PARSE_ERROR, str(exc)) from None
-        call_id = payload.get("id") if isinstance(payload, dict) else None
+        call_id = jsonrpc.readable_id(payload)
         call = jsonrpc.parse_call(payload)
         build_service(settings).catalog.check(WorkflowRef.parse(workflow))
         headers = dict(request.headers)

@@ -1,9 +1,9 @@
 """A2A at its edges, against real Azurite: the server never imports ``a2a-sdk`` (its cold start
 pays for none of it), a signed call, and refusals that must leave storage as it was.
 
-The xfail tests pin bugs inside ``functions_adapter/a2a/`` found by the fuzzer
-(tests/e2e/test_fuzz.py); each reason names the bug. They are strict: the fix turns them into
-failures until the mark is removed.
+Three of them pin bugs the fuzzer found (tests/e2e/test_fuzz.py), each failing before its fix:
+a signed SendMessage answered 500, a send refused for its ``configuration`` after its turn was
+queued, an invalid ``id`` echoed back instead of null.
 """
 
 from __future__ import annotations
@@ -103,12 +103,6 @@ def test_serving_a2a_never_imports_the_a2a_sdk(queue_env: str) -> None:
     assert installed.returncode == 0, "a2a-sdk is in the dev lock: the check above must be able to fail"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug in functions_adapter/a2a/turn_call.py: with WEBHOOK_SECRET set (standard scheme) "
-    "keyed_call.dedupe_key reads headers['webhook-id'], but start_turn passes only {'idempotency-key': ...}: "
-    "KeyError, a 500 for every signed SendMessage",
-)
 async def test_a_signed_send_message_is_answered_not_a_500(
     host: FunctionHost, queue_env: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -136,12 +130,6 @@ async def test_an_unsigned_call_is_refused_before_parsing_when_signatures_are_on
     assert await _blob_names() == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug in functions_adapter/a2a/route.py: _send queues the turn (run record, run order, "
-    "idempotency record, queue message) before it checks 'configuration', then answers -32602: "
-    "the refused turn still runs",
-)
 async def test_a_send_refused_for_its_configuration_writes_nothing(host: FunctionHost, queue_env: str) -> None:
     before = await _blob_names()
     params = {"message": _message(), "configuration": ["not", "an", "object"]}
@@ -152,11 +140,6 @@ async def test_a_send_refused_for_its_configuration_writes_nothing(host: Functio
 
 
 @pytest.mark.parametrize("bad_id", [{"a": 1}, 1.5, True, ["x"]], ids=["object", "float", "bool", "array"])
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug in functions_adapter/a2a/route.py: the error answer echoes an 'id' that is not a string, "
-    "integer or null; JSON-RPC 2.0 answers an id it could not read as null",
-)
 async def test_an_invalid_id_is_answered_with_a_null_id(host: FunctionHost, queue_env: str, bad_id: Any) -> None:
     body = json.dumps({"jsonrpc": "2.0", "id": bad_id, "method": "GetTask", "params": {"id": "x"}}).encode()
     status, answer = await _post(host, body)

@@ -213,9 +213,8 @@ async def test_the_signed_path_never_500s_either(
 # type, size); a JSON-RPC error, like a 4xx, leaves storage as it was.
 
 A2A_METHODS = ["SendMessage", "SendStreamingMessage", "GetTask", "CancelTask", "SubscribeToTask"]
-A2A_SENDS = {"SendMessage", "SendStreamingMessage"}
 A2A_STREAMS = {"SendStreamingMessage", "SubscribeToTask"}
-A2A_ERRORS = {-32700, -32600, -32601, -32602, -32603, -32001, -32002, -32003, -32004}
+A2A_ERRORS = {-32700, -32600, -32601, -32602, -32603, -32001, -32002, -32004}
 A2A_FINAL = {
     "TASK_STATE_COMPLETED",
     "TASK_STATE_INPUT_REQUIRED",
@@ -360,19 +359,6 @@ def _sent(body: bytes) -> dict[str, Any]:
     return payload if isinstance(payload, dict) else {}
 
 
-def _refused_after_queueing(call: dict[str, Any], code: int) -> bool:
-    """Known bug, pinned as strict xfail in tests/adapter/test_a2a_edges.py
-    (``test_a_send_refused_for_its_configuration_writes_nothing``): a SendMessage whose
-    ``configuration`` is refused (not an object, or asking for push notifications) was
-    queued first. Remove this once functions_adapter/a2a/route.py checks it before queueing."""
-    params = call.get("params")
-    configuration = params.get("configuration") if isinstance(params, dict) else None
-    if call.get("method") != "SendMessage" or not configuration:
-        return False
-    pushes = isinstance(configuration, dict) and bool(configuration.get("taskPushNotificationConfig"))
-    return (code == -32602 and not isinstance(configuration, dict)) or (code == -32003 and pushes)
-
-
 def _check_rpc_response(answer: Any, call: dict[str, Any]) -> None:
     assert isinstance(answer, dict) and answer.get("jsonrpc") == "2.0", answer
     assert ("result" in answer) != ("error" in answer), answer
@@ -429,11 +415,6 @@ async def check_a2a(
     after = await blob_names()
     await runner.run_until_idle(timeout=60)  # a non-blocking send's run ends before the next example
     assert b"Traceback" not in raw
-    if status == 500 and signed and call.get("method") in A2A_SENDS:
-        # Known bug, pinned as strict xfail in tests/adapter/test_a2a_edges.py
-        # (test_a_signed_send_message_is_answered_not_a_500): KeyError on 'webhook-id'.
-        A2A_OUTCOMES["500 signed send (known bug)"] += 1
-        return
     assert status < 500, raw[:300]
     if status != 200:
         A2A_OUTCOMES[str(status)] += 1
@@ -453,9 +434,6 @@ async def check_a2a(
     if "error" in last and not is_stream:
         code = last["error"]["code"]
         A2A_OUTCOMES[f"error {code}"] += 1
-        if _refused_after_queueing(call, code):
-            A2A_OUTCOMES[f"error {code} after queueing (known bug)"] += 1
-            return
         assert after == before, (last, sorted(set(after) - set(before)))
     else:
         A2A_OUTCOMES["stream" if is_stream else "result"] += 1
