@@ -258,6 +258,9 @@ async def test_a_blocking_or_streamed_message_with_a_push_config_is_a_background
     try:
         response = await push_env.request("POST", ENDPOINT, json_body=body, headers={"x-caller": "alice"})
         raw = await response.body()
+        async with asyncio.timeout(30):  # the notification follows the run's end: the runner delivers it
+            while not receiver.deliveries:  # noqa: ASYNC110 - the receiver keeps a list, not an event
+                await asyncio.sleep(0.05)
     finally:
         await runner.stop()
     if method == "SendMessage":
