@@ -182,9 +182,9 @@ async def ag_ui(req: Request) -> Response:
 @app.route(route="a2a/{workflow}/.well-known/agent-card.json", methods=["GET"])
 async def a2a_card(req: Request) -> Response:
     """A2A: the workflow's agent card (the SDK's card resolver finds it under /api/a2a/{workflow})."""
-    from functions_adapter.a2a import route as a2a  # noqa: PLC0415 - on first use
+    from functions_adapter.a2a import card_route  # noqa: PLC0415 - on first use
 
-    return await a2a.handle_card(req, req.path_params.get("workflow", ""))
+    return await card_route.handle_card(req, req.path_params.get("workflow", ""))
 
 
 @app.route(route="a2a/{workflow}", methods=["POST"])

@@ -17,7 +17,6 @@ from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
 
 from functions_adapter.a2a import jsonrpc, messages, push_format, task_list, task_reads, tasks, turn_call
-from functions_adapter.a2a.card import agent_card
 from functions_adapter.a2a.jsonrpc import Call, RpcError
 from functions_adapter.a2a.push_format import Push
 from functions_adapter.body import read_body, require_json, verify_signature
@@ -32,20 +31,8 @@ from resumable.core.catalog import WorkflowRef
 
 logger = logging.getLogger(__name__)
 ROUTE = "a2a/{workflow}"
-CARD_ROUTE = "a2a/{workflow}/.well-known/agent-card.json"
 BLOCKING_POLLS = 9  # a blocking send with a push config follows its run for up to 180 s (under 230 s)
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-
-
-async def handle_card(request: Request, workflow: str) -> Response:
-    return await traced(request, CARD_ROUTE, lambda: _card(request, workflow))
-
-
-async def _card(request: Request, workflow: str) -> Response:
-    settings = load_settings()
-    build_service(settings).catalog.check(WorkflowRef.parse(workflow))
-    endpoint = str(request.url).split("?")[0].removesuffix("/.well-known/agent-card.json")
-    return json_response(agent_card(workflow, endpoint))
 
 
 async def handle_rpc(request: Request, workflow: str) -> Response:

@@ -1,0 +1,29 @@
+"""``GET /api/a2a/{workflow}/.well-known/agent-card.json``: the workflow's agent card.
+
+Apart from the JSON-RPC route (``route``) because a card reads no thread, run or key: serving
+it must not load the turn call, the background-run modules and the storage clients those
+pull in (most of the JSON-RPC route's first import).
+"""
+
+from __future__ import annotations
+
+from fastapi import Request, Response
+
+from functions_adapter.a2a.card import agent_card
+from functions_adapter.http_responses import json_response
+from functions_adapter.request_trace import traced
+from functions_adapter.wiring import build_service, load_settings
+from resumable.core.catalog import WorkflowRef
+
+CARD_ROUTE = "a2a/{workflow}/.well-known/agent-card.json"
+
+
+async def handle_card(request: Request, workflow: str) -> Response:
+    return await traced(request, CARD_ROUTE, lambda: _card(request, workflow))
+
+
+async def _card(request: Request, workflow: str) -> Response:
+    settings = load_settings()
+    build_service(settings).catalog.check(WorkflowRef.parse(workflow))
+    endpoint = str(request.url).split("?")[0].removesuffix("/.well-known/agent-card.json")
+    return json_response(agent_card(workflow, endpoint))
