@@ -85,9 +85,14 @@ def sent_of(call: Call) -> Sent:
 
 
 def configuration_of(call: Call) -> dict[str, Any]:
-    configuration = call.params.get("configuration") or {}
+    """The message's ``configuration`` (absent: none), its flag checked: a wrong type is
+    refused, never read as its truthiness (``[]`` as no configuration, ``"false"`` as true)."""
+    configuration = call.params.get("configuration")
+    if configuration is None:
+        return {}
     if not isinstance(configuration, dict):
         raise RpcError(jsonrpc.INVALID_PARAMS, "'configuration' must be an object.")
+    jsonrpc.flag(configuration, "returnImmediately")
     return configuration
 
 

@@ -84,7 +84,7 @@ async def _send(call: Call, headers: Mapping[str, str], workflow: str) -> dict[s
     sent = messages.sent_of(call)
     configuration = messages.configuration_of(call)
     push = push_format.requested(configuration)  # a push config is a background run's callback
-    if configuration.get("returnImmediately"):
+    if jsonrpc.flag(configuration, "returnImmediately"):
         return {"task": await _send_background(sent, headers, workflow, polls=0, push=push)}
     if push is not None:
         return {"task": await _send_background(sent, headers, workflow, polls=BLOCKING_POLLS, push=push)}

@@ -1,0 +1,430 @@
+"""A red team's attacks on the A2A agent, through the registered functions against real
+Azurite, with two origins (a trusted principal header): another origin's task or context by
+every ID form, messageId reuse and races, forged task IDs, push configs as a way out, and
+hostile params. Each refusal is a JSON-RPC error (never a 500 or a stack trace) and leaves
+storage as it was."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from devtools.function_host import FunctionHost
+from devtools.queue_runner import QueueRunner
+from functions_adapter import wiring
+from functions_adapter.a2a.messages import new_context_id
+
+ENDPOINT = "/api/a2a/default"
+ALICE, BOB = "alice", "bob"
+
+
+@pytest.fixture
+async def two(two_origins: FunctionHost) -> FunctionHost:
+    return two_origins
+
+
+def _message(text: str, **fields: Any) -> dict[str, Any]:
+    return {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}], **fields}
+
+
+def _answer(task_id: str, responses: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return {**_message("x", taskId=task_id, **fields), "parts": [{"data": {"responses": responses}}]}
+
+
+async def _post(host: FunctionHost, body: Any, caller: str = ALICE) -> Any:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    headers = {"x-caller": caller, "content-type": "application/json"}
+    response = await host.request("POST", ENDPOINT, body=raw, headers=headers)
+    assert response.status == 200, await response.body()
+    text = await response.body()
+    if response.is_stream or text.startswith(b"data: "):
+        return [json.loads(line[6:]) for line in text.splitlines() if line.startswith(b"data: ")]
+    return json.loads(text)
+
+
+async def _stream(host: FunctionHost, method: str, params: Any, caller: str = ALICE) -> list[dict[str, Any]]:
+    """A streaming method's answers: its events, or the one error it was refused with."""
+    answer = await _post(host, {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, caller)
+    return answer if isinstance(answer, list) else [answer]
+
+
+async def _rpc(host: FunctionHost, method: str, params: Any, caller: str = ALICE) -> dict[str, Any]:
+    answer = await _post(host, {"jsonrpc": "2.0", "id": "1", "method": method, "params": params}, caller)
+    assert isinstance(answer, dict), answer
+    return answer
+
+
+async def _task(host: FunctionHost, text: str, caller: str = ALICE, **fields: Any) -> dict[str, Any]:
+    answer = await _rpc(host, "SendMessage", {"message": _message(text, **fields)}, caller)
+    assert "result" in answer, answer
+    return dict(answer["result"]["task"])
+
+
+async def _blobs() -> dict[str, str]:
+    """Every blob in the test's container, with its ETag: what a refusal must leave as it was."""
+    container = wiring.container_for(wiring.load_settings())
+    if not await container.exists():  # nothing written yet
+        return {}
+    return {blob.name: blob.etag async for blob in container.list_blobs()}
+
+
+def _pending(task: dict[str, Any]) -> str:
+    (pending,) = task["status"]["message"]["parts"][1]["data"]["pending_requests"]
+    return str(pending["request_id"])
+
+
+def _refused(answer: dict[str, Any], code: int, status: int | None = None) -> None:
+    assert "error" in answer, answer
+    assert answer["error"]["code"] == code, answer
+    if status is not None:
+        assert answer["error"]["data"]["status"] == status, answer
+    assert "Traceback" not in json.dumps(answer)
+
+
+async def _turns(host: FunctionHost, thread: str, caller: str = ALICE) -> int:
+    return int(
+        (await (await host.request("GET", f"/api/threads/{thread}", headers={"x-caller": caller})).json())["turns"]
+    )
+
+
+# -- ownership -----------------------------------------------------------------------------
+
+
+async def test_every_method_on_another_origins_synchronous_task_is_forbidden(two: FunctionHost) -> None:
+    asked = await _task(two, "approval please, alice's secret")
+    before = await _blobs()
+    task_id, context = asked["id"], asked["contextId"]
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("GetTask", {"id": task_id}),
+        ("CancelTask", {"id": task_id}),
+        ("SendMessage", {"message": _answer(task_id, {_pending(asked): "stolen"})}),
+        ("SendMessage", {"message": _answer(task_id, {_pending(asked): "stolen"}, contextId=context)}),
+        ("SendMessage", {"message": _message("in her context", contextId=context)}),
+        ("ListTasks", {"contextId": context}),
+        (
+            "SendMessage",
+            {"message": _answer(task_id, {_pending(asked): "x"}), "configuration": {"returnImmediately": True}},
+        ),
+    ]
+    for method, params in calls:
+        _refused(await _rpc(two, method, params, BOB), -32602, 403)
+    for method, params in (
+        ("SubscribeToTask", {"id": task_id}),
+        ("SendStreamingMessage", {"message": _answer(task_id, {_pending(asked): "x"})}),
+    ):
+        (refused,) = await _stream(two, method, params, BOB)
+        _refused(refused, -32602, 403)
+        assert "secret" not in json.dumps(refused)
+    assert await _blobs() == before  # nothing ran, nothing queued, no key claimed
+
+
+async def test_every_method_on_another_origins_background_task_is_forbidden(two: FunctionHost) -> None:
+    params = {"message": _message("alice's queued secret"), "configuration": {"returnImmediately": True}}
+    queued = (await _rpc(two, "SendMessage", params))["result"]["task"]
+    before = await _blobs()
+    for method, sent in (
+        ("GetTask", {"id": queued["id"]}),
+        ("CancelTask", {"id": queued["id"]}),
+        ("SendMessage", {"message": _message("on her task", taskId=queued["id"])}),
+        (
+            "SendMessage",
+            {"message": _message("on her task", taskId=queued["id"]), "configuration": {"returnImmediately": True}},
+        ),
+    ):
+        answer = await _rpc(two, method, sent, BOB)
+        _refused(answer, -32602, 403)
+        assert "secret" not in json.dumps(answer)
+    (refused,) = await _stream(two, "SubscribeToTask", {"id": queued["id"]}, BOB)
+    _refused(refused, -32602, 403)
+    assert await _blobs() == before
+    mine = (await _rpc(two, "GetTask", {"id": queued["id"]}))["result"]
+    assert mine["status"]["state"] == "TASK_STATE_SUBMITTED"  # Bob's cancel did not land
+
+
+@pytest.mark.parametrize("form", ["{task}.1", "{task}.2", "T-{hex}", "{task}/..", "{context}"])
+async def test_a_task_named_by_any_other_form_of_its_id_is_no_task(two: FunctionHost, form: str) -> None:
+    """A checkpoint ID, another spelling, or the context's ID is not a task ID: -32001, for
+    its owner and for anyone else, so no form reaches the task around the owner check."""
+    asked = await _task(two, "approval needed")
+    answered = await _rpc(two, "SendMessage", {"message": _answer(asked["id"], {_pending(asked): "yes"})})
+    assert answered["result"]["task"]["metadata"]["turn"] == 2
+    forged = form.format(task=asked["id"], hex=asked["id"][2:], context=asked["contextId"])
+    before = await _blobs()
+    for caller in (ALICE, BOB):
+        for method, params in (
+            ("GetTask", {"id": forged}),
+            ("CancelTask", {"id": forged}),
+            ("SendMessage", {"message": _answer(forged, {"r": "y"})}),
+            ("CreateTaskPushNotificationConfig", {"taskId": forged, "url": "https://example.com/hook"}),
+            ("GetTaskPushNotificationConfig", {"taskId": forged, "id": forged}),
+        ):
+            answer = await _rpc(two, method, params, caller)
+            assert "error" in answer and answer["error"]["code"] in (-32001, -32602), (method, caller, answer)
+            assert answer["error"].get("data", {}).get("status", 404) in (400, 404), (method, caller, answer)
+    assert await _blobs() == before
+
+
+async def test_a_task_of_one_context_sent_with_another_context_is_refused(two: FunctionHost) -> None:
+    asked = await _task(two, "approval here")
+    other = await _task(two, "another context")
+    before = await _blobs()
+    wrong = _answer(asked["id"], {_pending(asked): "yes"}, contextId=other["contextId"])
+    _refused(await _rpc(two, "SendMessage", {"message": wrong}), -32602)
+    background = {"message": wrong, "configuration": {"returnImmediately": True}}
+    _refused(await _rpc(two, "SendMessage", background), -32602)
+    assert await _blobs() == before
+    assert await _turns(two, other["contextId"]) == 1
+
+
+async def test_a_context_made_through_another_protocol_by_another_origin_is_forbidden(two: FunctionHost) -> None:
+    made = await two.request(
+        "POST", "/api/threads/alices-thread/runs", json_body={"messages": "hi"}, headers={"x-caller": ALICE}
+    )
+    assert made.status == 200
+    before = await _blobs()
+    _refused(
+        await _rpc(two, "SendMessage", {"message": _message("mine now", contextId="alices-thread")}, BOB), -32602, 403
+    )
+    _refused(await _rpc(two, "ListTasks", {"contextId": "alices-thread"}, BOB), -32602, 403)
+    params = {"message": _message("queued", contextId="alices-thread"), "configuration": {"returnImmediately": True}}
+    _refused(await _rpc(two, "SendMessage", params, BOB), -32602, 403)
+    assert await _blobs() == before
+
+
+async def test_a_first_message_refused_in_a_context_another_origin_made_leaks_nothing(two: FunctionHost) -> None:
+    """Bob makes, through the thread route, the thread Alice's first message would derive
+    (origin and messageId are all it takes): her message is refused as any message on
+    another origin's thread is, and nothing of hers is written there."""
+    message = _message("alice's first words")
+    squatted = new_context_id(f"principal:{ALICE}", message["messageId"])
+    made = await two.request(
+        "POST", f"/api/threads/{squatted}/runs", json_body={"messages": "bob's"}, headers={"x-caller": BOB}
+    )
+    assert made.status == 200
+    before = await _blobs()
+    _refused(await _rpc(two, "SendMessage", {"message": message}, ALICE), -32602, 403)
+    assert await _blobs() == before
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: a context-less message's thread is derived from (origin, messageId) alone, so "
+    "another origin who learns or guesses a messageId can make that thread first and have the "
+    "message refused; the derivation needs a deployment secret, or the first message a random "
+    "thread found again by its key (whose scope is already the origin)",
+)
+async def test_a_first_message_runs_even_when_another_origin_made_its_derived_thread(two: FunctionHost) -> None:
+    message = _message("alice's first words")
+    squatted = new_context_id(f"principal:{ALICE}", message["messageId"])
+    made = await two.request(
+        "POST", f"/api/threads/{squatted}/runs", json_body={"messages": "bob's"}, headers={"x-caller": BOB}
+    )
+    assert made.status == 200
+    answer = await _rpc(two, "SendMessage", {"message": message}, ALICE)
+    assert "result" in answer, answer
+    assert answer["result"]["task"]["contextId"] != squatted
+
+
+# -- idempotency -----------------------------------------------------------------------------
+
+
+async def test_a_message_id_reused_with_another_context_task_or_mode_is_refused_and_runs_nothing(
+    two: FunctionHost,
+) -> None:
+    first = _message("the first use")
+    task = (await _rpc(two, "SendMessage", {"message": first}))["result"]["task"]
+    other = await _task(two, "another context")
+    before = await _blobs()
+    for params in (
+        {"message": {**first, "contextId": other["contextId"]}},
+        {"message": {**first, "taskId": other["id"]}},
+        {"message": first, "configuration": {"returnImmediately": True}},
+        {"message": {**first, "contextId": task["contextId"]}, "configuration": {"returnImmediately": True}},
+    ):
+        answer = await _rpc(two, "SendMessage", params)
+        _refused(answer, -32602)
+        assert answer["error"]["data"]["error"]["code"] in ("idempotency_key_reused", "invalid_request"), answer
+    assert await _blobs() == before
+    assert await _turns(two, task["contextId"]) == 1 and await _turns(two, other["contextId"]) == 1
+
+
+async def test_a_message_id_first_sent_with_return_immediately_is_not_run_again_synchronously(
+    two: FunctionHost,
+) -> None:
+    first = _message("queued first")
+    queued = await _rpc(two, "SendMessage", {"message": first, "configuration": {"returnImmediately": True}})
+    assert "result" in queued, queued
+    before = await _blobs()
+    for method in ("SendMessage", "SendStreamingMessage"):
+        (refused,) = await _stream(two, method, {"message": first})
+        _refused(refused, -32602)
+    assert await _blobs() == before
+
+
+async def test_two_concurrent_sends_of_one_message_run_it_once(two: FunctionHost) -> None:
+    message = _message("only once, concurrently")
+    sends = [_rpc(two, "SendMessage", {"message": message}) for _ in range(4)]
+    answers = await asyncio.gather(*sends)
+    tasks = [a["result"]["task"] for a in answers if "result" in a]
+    assert tasks, answers
+    for answer in answers:
+        if "error" in answer:  # a concurrent duplicate: told to retry, never run
+            assert answer["error"]["data"]["status"] == 409, answer
+    assert len({t["id"] for t in tasks}) == 1
+    assert await _turns(two, tasks[0]["contextId"]) == 1
+
+
+async def test_two_concurrent_answers_to_one_task_run_one_turn(two: FunctionHost) -> None:
+    asked = await _task(two, "approval, raced")
+    pending = _pending(asked)
+    answers = await asyncio.gather(
+        *(_rpc(two, "SendMessage", {"message": _answer(asked["id"], {pending: f"answer {n}"})}) for n in range(3))
+    )
+    done = [a["result"]["task"] for a in answers if "result" in a]
+    assert len(done) == 1, answers
+    for answer in answers:
+        if "error" in answer:
+            assert answer["error"]["code"] in (-32004, -32602), answer
+            assert answer["error"].get("data", {}).get("status", 409) < 500, answer
+    assert await _turns(two, asked["contextId"]) == 2
+    got = (await _rpc(two, "GetTask", {"id": asked["id"]}))["result"]
+    assert got == done[0]
+
+
+async def test_a_retried_answer_after_the_context_moved_on_replays_and_runs_nothing(two: FunctionHost) -> None:
+    asked = await _task(two, "approval then more")
+    answer = _answer(asked["id"], {_pending(asked): "yes"})
+    done = (await _rpc(two, "SendMessage", {"message": answer}))["result"]["task"]
+    await _task(two, "moving on", contextId=asked["contextId"])
+    before = await _blobs()
+    assert (await _rpc(two, "SendMessage", {"message": answer}))["result"]["task"] == done
+    streamed = await _stream(two, "SendStreamingMessage", {"message": answer})
+    assert [e["result"] for e in streamed] == [{"task": done}]
+    assert await _blobs() == before
+
+
+# -- hostile params ------------------------------------------------------------------------------
+
+
+def _params_cases() -> list[tuple[str, Any]]:
+    message = {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "t"}]}
+    return [
+        ("SendMessage", {"message": {**message, "messageId": 5}}),
+        ("SendMessage", {"message": {**message, "messageId": ""}}),
+        ("SendMessage", {"message": {**message, "messageId": ["m"]}}),
+        ("SendMessage", {"message": {**message, "role": "ROLE_AGENT"}}),
+        ("SendMessage", {"message": {**message, "role": 1}}),
+        ("SendMessage", {"message": {**message, "parts": {"text": "t"}}}),
+        ("SendMessage", {"message": {**message, "parts": [{"text": 5}]}}),
+        ("SendMessage", {"message": {**message, "parts": ["t"]}}),
+        ("SendMessage", {"message": {**message, "parts": [{"data": {"responses": []}}]}}),
+        ("SendMessage", {"message": {**message, "parts": [{"file": {"uri": "file:///etc/passwd"}}]}}),
+        ("SendMessage", {"message": {**message, "contextId": 7}}),
+        ("SendMessage", {"message": {**message, "contextId": "../../etc"}}),
+        ("SendMessage", {"message": {**message, "contextId": "x" * 5000}}),
+        ("SendMessage", {"message": {**message, "taskId": 7}}),
+        ("SendMessage", {"message": {**message, "taskId": {"id": "t"}}}),
+        ("SendMessage", {"message": message, "configuration": []}),
+        ("SendMessage", {"message": message, "configuration": {"returnImmediately": "false"}}),
+        ("SendMessage", {"message": message, "configuration": {"returnImmediately": 1}}),
+        ("SendStreamingMessage", {"message": message, "configuration": {"returnImmediately": "false"}}),
+        ("SendMessage", {"message": message, "configuration": {"taskPushNotificationConfig": []}}),
+        ("SendMessage", {"message": message, "configuration": {"taskPushNotificationConfig": False}}),
+        ("SendMessage", {"message": message, "configuration": {"taskPushNotificationConfig": ["x"]}}),
+        ("SendMessage", {"message": message, "configuration": {"taskPushNotificationConfig": "https://example.com"}}),
+        ("SendMessage", {"message": "hello"}),
+        ("SendMessage", {}),
+        ("GetTask", {"id": 5}),
+        ("GetTask", {"id": ["t"]}),
+        ("GetTask", {}),
+        ("CancelTask", {"id": None}),
+        ("ListTasks", {"contextId": 5}),
+        ("ListTasks", {"contextId": "c", "pageSize": 10**30}),
+        ("ListTasks", {"contextId": "c", "pageSize": -1}),
+        ("ListTasks", {"contextId": "c", "pageSize": 1.5}),
+        ("ListTasks", {"contextId": "c", "pageToken": 5}),
+        ("ListTasks", {"contextId": "c", "pageToken": "eyJiIjpbXSwibiI6e319"}),  # {"b":[],"n":{}}
+        ("ListTasks", {"contextId": "c", "includeArtifacts": "false"}),
+        ("ListTasks", {"contextId": "c", "status": 3}),
+        ("ListTasks", {"contextId": "c", "status": "done"}),
+        ("CreateTaskPushNotificationConfig", {"taskId": 5, "url": "https://example.com"}),
+        ("CreateTaskPushNotificationConfig", {"taskId": "0" * 32, "url": 5}),
+        ("GetTaskPushNotificationConfig", {"taskId": "0" * 32, "id": 5}),
+        ("DeleteTaskPushNotificationConfig", {"taskId": "0" * 32}),
+    ]
+
+
+@pytest.mark.parametrize(("method", "params"), _params_cases(), ids=lambda v: json.dumps(v)[:60])
+async def test_a_param_of_the_wrong_type_is_invalid_params_and_writes_nothing(
+    two: FunctionHost, method: str, params: Any
+) -> None:
+    before = await _blobs()
+    (answer,) = await _stream(two, method, params)
+    assert "error" in answer, answer
+    assert answer["error"]["code"] in (-32602, -32001), answer
+    assert "Traceback" not in json.dumps(answer)
+    assert await _blobs() == before
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "\xff\xfe"}}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "\\ud800"}}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": '
+        b'{"messageId": "\\udfff", "parts": [{"text": "x"}]}}}',
+        b'{"jsonrpc": "2.0", "id": ' + b"9" * 5000 + b', "method": "GetTask", "params": {}}',
+        b'{"jsonrpc": "2.0", "id": 1.5, "method": "GetTask", "params": {}}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": ' + b'{"a":' * 3000 + b"1" + b"}" * 3000 + b"}",
+        b'{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": NaN}}',
+        b'{"jsonrpc": "1.0", "id": 1, "method": "GetTask", "params": {}}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": ["GetTask"], "params": {}}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": []}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": "__init__", "params": {}}',
+        b'"just a string"',
+        b"",
+    ],
+)
+async def test_hostile_bodies_are_json_rpc_errors_and_write_nothing(two: FunctionHost, body: bytes) -> None:
+    before = await _blobs()
+    answer = await _post(two, body)
+    assert isinstance(answer, dict) and "error" in answer, answer
+    assert answer["error"]["code"] in (-32700, -32600, -32601, -32602), answer
+    assert await _blobs() == before
+
+
+async def test_an_oversize_message_is_refused_before_it_is_parsed(
+    two: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MAX_REQUEST_BYTES", "4096")
+    before = await _blobs()
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": _message("x" * 8192)}}
+    response = await two.request("POST", ENDPOINT, json_body=body, headers={"x-caller": ALICE})
+    assert response.status == 413
+    assert await _blobs() == before
+
+
+# -- deletion ---------------------------------------------------------------------------------
+
+
+async def test_nothing_of_a_deleted_contexts_tasks_survives_its_delete(two: FunctionHost) -> None:
+    before = set(await _blobs())
+    first = _message("approval, then forget everything")
+    asked = (await _rpc(two, "SendMessage", {"message": first}))["result"]["task"]
+    context = asked["contextId"]
+    answer = _answer(asked["id"], {_pending(asked): "secret answer"})
+    await _rpc(two, "SendMessage", {"message": answer})
+    queued = {"message": _message("queued too", contextId=context), "configuration": {"returnImmediately": True}}
+    await _rpc(two, "SendMessage", queued)
+    await QueueRunner(two).run_until_idle()
+    deleted = await two.request("DELETE", f"/api/threads/{context}", headers={"x-caller": ALICE})
+    assert deleted.status in (200, 204), await deleted.body()
+    assert set(await _blobs()) - before == set()
+    # A retry of either message: no replay of what the thread said, and no resurrection either.
+    again = await _rpc(two, "SendMessage", {"message": answer})
+    assert "secret" not in json.dumps(again) and "error" in again, again
+    _refused(await _rpc(two, "GetTask", {"id": asked["id"]}), -32001)
