@@ -7,6 +7,7 @@ storage as it was."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import uuid
 from typing import Any
@@ -15,8 +16,10 @@ import pytest
 
 from devtools.function_host import FunctionHost
 from devtools.queue_runner import QueueRunner
+from devtools.webhook_receiver import WebhookReceiver
 from functions_adapter import wiring
 from functions_adapter.a2a.messages import new_context_id
+from tests.conftest import CALLBACK_SECRET
 
 ENDPOINT = "/api/a2a/default"
 ALICE, BOB = "alice", "bob"
@@ -428,3 +431,203 @@ async def test_nothing_of_a_deleted_contexts_tasks_survives_its_delete(two: Func
     again = await _rpc(two, "SendMessage", {"message": answer})
     assert "secret" not in json.dumps(again) and "error" in again, again
     _refused(await _rpc(two, "GetTask", {"id": asked["id"]}), -32001)
+
+
+# -- ListTasks' page token -----------------------------------------------------------------------
+
+
+def _forged_token(cursor: dict[str, str], newest: str) -> str:
+    """A ListTasks token as ``task_list`` writes one, around a history cursor of our choosing."""
+    inner = base64.urlsafe_b64encode(json.dumps(cursor).encode()).decode().rstrip("=")
+    raw = json.dumps({"b": inner, "n": newest}).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+async def test_a_page_token_cannot_walk_another_origins_context(two: FunctionHost) -> None:
+    alices = await _task(two, "alice's first secret")
+    context = alices["contextId"]
+    second = await _task(two, "alice's second secret", contextId=context)
+    page = (await _rpc(two, "ListTasks", {"contextId": context, "pageSize": 1}))["result"]
+    assert page["nextPageToken"] and [t["id"] for t in page["tasks"]] == [second["id"]]
+    bobs = await _task(two, "bob's own", BOB)
+    before = await _blobs()
+    forged = [
+        page["nextPageToken"],  # Alice's own token, on Bob's context
+        _forged_token({"t": bobs["contextId"], "c": f"{alices['id']}.1"}, f"{bobs['id']}.1"),
+        _forged_token({"t": context, "c": f"{alices['id']}.1"}, f"{bobs['id']}.1"),
+    ]
+    for token in forged:
+        answer = await _rpc(two, "ListTasks", {"contextId": bobs["contextId"], "pageToken": token}, BOB)
+        _refused(answer, -32602, 400)
+        assert "secret" not in json.dumps(answer)
+    # And Alice's token on Alice's context, sent by Bob: the owner check comes first.
+    answer = await _rpc(two, "ListTasks", {"contextId": context, "pageToken": page["nextPageToken"]}, BOB)
+    _refused(answer, -32602, 403)
+    assert await _blobs() == before
+
+
+# -- races with the thread route -------------------------------------------------------------------
+
+
+async def test_an_answer_racing_the_thread_routes_answer_commits_one_and_refuses_the_other(two: FunctionHost) -> None:
+    asked = await _task(two, "approval, raced across routes")
+    pending, context = _pending(asked), asked["contextId"]
+    a2a, http = await asyncio.gather(
+        _rpc(two, "SendMessage", {"message": _answer(asked["id"], {pending: "via a2a"})}),
+        two.request(
+            "POST",
+            f"/api/threads/{context}/runs",
+            json_body={"responses": {pending: "via http"}},
+            headers={"x-caller": ALICE},
+        ),
+    )
+    assert ("result" in a2a) != (http.status == 200), (a2a, http.status)  # exactly one committed
+    if "error" in a2a:
+        assert a2a["error"]["code"] in (-32004, -32602) and a2a["error"].get("data", {}).get("status", 409) < 500, a2a
+    else:
+        assert http.status == 409, await http.body()
+    assert await _turns(two, context) == 2
+    got = (await _rpc(two, "GetTask", {"id": asked["id"]}))["result"]
+    expected = "TASK_STATE_COMPLETED" if "result" in a2a else "TASK_STATE_INPUT_REQUIRED"
+    assert got["status"]["state"] == expected, got
+
+
+async def test_a_message_id_the_thread_route_used_as_its_key_is_not_replayed_as_a_task(two: FunctionHost) -> None:
+    first = await _task(two, "a context")
+    context, key = first["contextId"], str(uuid.uuid4())
+    body = json.dumps({"messages": "same words", "workflow": "default"}, separators=(",", ":")).encode()
+    headers = {"x-caller": ALICE, "content-type": "application/json", "Idempotency-Key": key}
+    via_http = await two.request("POST", f"/api/threads/{context}/runs", body=body, headers=headers)
+    assert via_http.status == 200
+    before = await _blobs()
+    message = {**_message("same words", contextId=context), "messageId": key}
+    answer = await _rpc(two, "SendMessage", {"message": message})
+    _refused(answer, -32602)
+    assert await _blobs() == before and await _turns(two, context) == 2
+
+
+# -- push configs -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def pushing(two: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> FunctionHost:
+    """Callbacks on: signed, retried at once; loopback ``http`` allowed (the receivers)."""
+    monkeypatch.setenv("CALLBACK_SECRET", CALLBACK_SECRET)
+    monkeypatch.setenv("CALLBACK_ALLOW_LOCAL_HTTP", "true")
+    monkeypatch.setenv("CALLBACK_RETRY_SCHEDULE", "0")
+    return two
+
+
+def _queued(text: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    configuration: dict[str, Any] = {"returnImmediately": True}
+    if config is not None:
+        configuration["taskPushNotificationConfig"] = config
+    return {"message": _message(text), "configuration": configuration}
+
+
+async def test_no_read_returns_a_push_configs_credentials_or_its_urls_query(
+    pushing: FunctionHost, receiver: WebhookReceiver
+) -> None:
+    receiver.status = 401  # the receiver refuses: the failure is recorded, and must not echo them either
+    config = {
+        "url": f"{receiver.url}?sig=query-SECRET-Q",
+        "token": "tok-public",
+        "authentication": {"scheme": "Bearer", "credentials": "cred-SECRET-C"},
+    }
+    sent = await _rpc(pushing, "SendMessage", _queued("push me", config))
+    task = sent["result"]["task"]
+    await QueueRunner(pushing).run_until_idle()
+    assert receiver.deliveries and receiver.deliveries[0].headers["authorization"] == "Bearer cred-SECRET-C"
+    reads = [
+        sent,
+        await _rpc(pushing, "GetTask", {"id": task["id"]}),
+        await _rpc(pushing, "ListTasks", {"contextId": task["contextId"], "includeArtifacts": True}),
+        await _rpc(pushing, "GetTaskPushNotificationConfig", {"taskId": task["id"], "id": task["id"]}),
+        await _rpc(pushing, "ListTaskPushNotificationConfigs", {"taskId": task["id"]}),
+        *await _stream(pushing, "SubscribeToTask", {"id": task["id"]}),
+        await _rpc(pushing, "CreateTaskPushNotificationConfig", {"taskId": task["id"], **config}),  # refused: finished
+    ]
+    for path in (
+        f"/api/runs/{task['id']}",
+        f"/api/threads/{task['contextId']}",
+        f"/api/threads/{task['contextId']}/history",
+    ):
+        response = await pushing.request("GET", path, headers={"x-caller": ALICE})
+        assert response.status == 200, path
+        reads.append(await response.json())
+    for read in reads:
+        assert "cred-SECRET-C" not in json.dumps(read), read
+    for read in (reads[0], reads[1], reads[2], reads[5], reads[-3], reads[-2], reads[-1]):  # all but the config reads
+        assert "query-SECRET-Q" not in json.dumps(read), read
+
+
+async def test_a_push_that_is_redirected_is_not_followed(pushing: FunctionHost, receiver: WebhookReceiver) -> None:
+    inner = WebhookReceiver(CALLBACK_SECRET)
+    await inner.start()
+    try:
+        receiver.redirect_to = inner.url
+        config = {"url": receiver.url, "authentication": {"scheme": "Bearer", "credentials": "cred-for-one-host"}}
+        task = (await _rpc(pushing, "SendMessage", _queued("redirect me", config)))["result"]["task"]
+        await QueueRunner(pushing).run_until_idle()
+        assert receiver.deliveries, "the push was never sent"
+        assert inner.deliveries == []  # the 302 was not followed, so the credentials went nowhere else
+        run = await (await pushing.request("GET", f"/api/runs/{task['id']}", headers={"x-caller": ALICE})).json()
+        assert run["callback"]["outcome"] != "delivered", run
+    finally:
+        await inner.stop()
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"url": "https://localhost/hook"},  # a name that resolves to loopback
+        {"url": "https://127.1/hook"},
+        {"url": "https://0x7f000001/hook"},
+        {"url": "https://[::ffff:169.254.169.254]/latest"},
+        {"url": "https://user:pass@example.com/hook"},
+        {"url": "file:///etc/passwd"},
+        {"url": "http://example.com/hook"},
+        {"url": "https://example.com/hook", "token": "a\r\nX-Injected: 1"},
+        {"url": "https://example.com/hook", "token": "caf\u00e9"},
+        {"url": "https://example.com/hook", "token": "t" * 1025},
+        {"url": "https://example.com/hook", "token": 5},
+        {"url": "https://example.com/hook", "id": {"a": 1}},
+        {"url": "https://example.com/hook", "authentication": {"scheme": "Bearer\r\nX-Injected:", "credentials": "c"}},
+        {"url": "https://example.com/hook", "authentication": {"scheme": "Bearer", "credentials": "c\nX-Injected: 1"}},
+        {"url": "https://example.com/hook", "authentication": {"scheme": "Bearer", "credentials": " padded"}},
+        {"url": "https://example.com/hook", "authentication": {"scheme": "Bearer", "credentials": ["c"]}},
+        {"url": "https://example.com/hook", "authentication": {"credentials": "c"}},
+        {"url": "https://example.com/hook", "authentication": "Bearer c"},
+        {"url": "https://example.com/" + "a" * 3000},
+        {"url": 5},
+    ],
+    ids=lambda c: json.dumps(c)[:70],
+)
+async def test_a_push_config_created_later_is_checked_as_one_sent_with_the_message(
+    pushing: FunctionHost, monkeypatch: pytest.MonkeyPatch, config: dict[str, Any]
+) -> None:
+    """CreateTaskPushNotificationConfig is a second way in: the same address and header checks,
+    and a refusal leaves the run's record as it was."""
+    monkeypatch.delenv("CALLBACK_ALLOW_LOCAL_HTTP")
+    task = (await _rpc(pushing, "SendMessage", _queued("no config yet")))["result"]["task"]  # queued: no runner
+    before = await _blobs()
+    answer = await _rpc(pushing, "CreateTaskPushNotificationConfig", {"taskId": task["id"], **config})
+    _refused(answer, -32602, 400)
+    assert await _blobs() == before
+    listed = await _rpc(pushing, "ListTaskPushNotificationConfigs", {"taskId": task["id"]})
+    assert listed["result"] == {"configs": []}
+
+
+async def test_a_push_config_on_a_synchronous_task_is_refused_without_a_write(pushing: FunctionHost) -> None:
+    task = await _task(pushing, "synchronous")
+    before = await _blobs()
+    for method, params in (
+        ("CreateTaskPushNotificationConfig", {"taskId": task["id"], "url": "https://example.com/hook"}),
+        ("GetTaskPushNotificationConfig", {"taskId": task["id"], "id": task["id"]}),
+        ("ListTaskPushNotificationConfigs", {"taskId": task["id"]}),
+        ("DeleteTaskPushNotificationConfig", {"taskId": task["id"], "id": task["id"]}),
+    ):
+        answer = await _rpc(pushing, method, params)
+        assert "error" in answer and answer["error"]["code"] in (-32001, -32602, -32004), (method, answer)
+        assert answer["error"].get("data", {}).get("status", 400) < 500, (method, answer)
+    assert await _blobs() == before
