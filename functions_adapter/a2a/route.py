@@ -66,7 +66,10 @@ async def _rpc(request: Request, workflow: str) -> Response:
         call_id = payload.get("id") if isinstance(payload, dict) else None
         call = jsonrpc.parse_call(payload)
         build_service(settings).catalog.check(WorkflowRef.parse(workflow))
-        headers = dict(request.headers)
+        # As every other route reads them (``callers.trusted_headers``): a repeated header's
+        # last value. ``dict(request.headers)`` would take the first, so a principal header a
+        # client sent before the gateway's would name the caller here and nowhere else.
+        headers = dict(request.headers.items())
         if call.method in ("SendStreamingMessage", "SubscribeToTask"):
             events = await _open_stream(call, headers, workflow)
             return StreamingResponse(_frames(call.id, events), media_type=MEDIA_TYPE, headers=_SSE_HEADERS)

@@ -13,8 +13,9 @@ import uuid
 from typing import Any
 
 import pytest
+from starlette.requests import Request
 
-from devtools.function_host import FunctionHost
+from devtools.function_host import FunctionHost, _receiver, _scope
 from devtools.queue_runner import QueueRunner
 from devtools.webhook_receiver import WebhookReceiver
 from functions_adapter import wiring
@@ -631,3 +632,56 @@ async def test_a_push_config_on_a_synchronous_task_is_refused_without_a_write(pu
         assert "error" in answer and answer["error"]["code"] in (-32001, -32602, -32004), (method, answer)
         assert answer["error"].get("data", {}).get("status", 400) < 500, (method, answer)
     assert await _blobs() == before
+
+
+async def test_a_push_being_retried_is_not_sent_again_after_its_threads_delete(
+    pushing: FunctionHost, receiver: WebhookReceiver
+) -> None:
+    """The first attempt fails and a retry is queued; the thread is deleted before it runs: the
+    retry finds nothing to send (no credentials left to send with) and writes nothing back."""
+    receiver.fail_first = 1
+    before = set(await _blobs())
+    config = {"url": receiver.url, "authentication": {"scheme": "Bearer", "credentials": "cred-to-forget"}}
+    task = (await _rpc(pushing, "SendMessage", _queued("forget my push", config)))["result"]["task"]
+    runner = QueueRunner(pushing)
+    for _ in range(20):
+        if receiver.deliveries:
+            break
+        await runner.run_once()
+    assert len(receiver.deliveries) == 1  # the failed first attempt; its retry is queued
+    deleted = await pushing.request("DELETE", f"/api/threads/{task['contextId']}", headers={"x-caller": ALICE})
+    assert deleted.status in (200, 204), await deleted.body()
+    await runner.run_until_idle()
+    assert len(receiver.deliveries) == 1
+    left = {name: etag for name, etag in (await _blobs()).items() if name not in before}
+    assert left == {}, left
+
+
+# -- who is calling --------------------------------------------------------------------------------
+
+
+async def _raw_request(
+    host: FunctionHost, method: str, path: str, headers: list[tuple[str, str]], body: bytes = b""
+) -> Any:
+    """A request whose headers may repeat a name (``FunctionHost.request`` takes a dict)."""
+    route, path_params = host.match(method, path) or (None, {})
+    assert route is not None, path
+    scope = _scope(method, path, {"content-length": str(len(body)), "content-type": "application/json"}, path_params)
+    scope["headers"] += [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
+    return await route.handler(Request(scope, _receiver(body)))
+
+
+async def test_a_repeated_principal_header_names_the_same_caller_on_a2a_as_on_the_thread_route(
+    two: FunctionHost,
+) -> None:
+    """A gateway that appends its verified principal header after one the client sent: every
+    route reads the caller from the same one of the two, so A2A is not a way around the
+    owner check that the thread route makes with the same headers."""
+    task = await _task(two, "alice's secret task")
+    repeated = [("x-caller", ALICE), ("x-caller", BOB)]
+    thread = await _raw_request(two, "GET", f"/api/threads/{task['contextId']}", repeated)
+    assert thread.status_code == 403  # the thread route: Bob's request
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task["id"]}}).encode()
+    answer = json.loads((await _raw_request(two, "POST", ENDPOINT, repeated, body)).body)
+    _refused(answer, -32602, 403)
+    assert "secret" not in json.dumps(answer)
