@@ -685,3 +685,40 @@ async def test_a_repeated_principal_header_names_the_same_caller_on_a2a_as_on_th
     answer = json.loads((await _raw_request(two, "POST", ENDPOINT, repeated, body)).body)
     _refused(answer, -32602, 403)
     assert "secret" not in json.dumps(answer)
+
+
+async def test_a_message_sent_and_streamed_at_once_runs_once(two: FunctionHost) -> None:
+    message = _message("sent and streamed at once")
+    sent, streamed, again = await asyncio.gather(
+        _rpc(two, "SendMessage", {"message": message}),
+        _stream(two, "SendStreamingMessage", {"message": message}),
+        _rpc(two, "SendMessage", {"message": message}),
+    )
+    ids = set()
+    for answer in (sent, again, *streamed):
+        if "error" in answer:  # a concurrent duplicate: told to retry, never run
+            assert answer["error"]["data"]["status"] == 409, answer
+            continue
+        result = answer["result"]
+        task = result.get("task") or result.get("statusUpdate") or result.get("artifactUpdate")
+        ids.add(task.get("id") or task.get("taskId"))
+    assert len(ids) == 1, (sent, streamed, again)
+    context = new_context_id(f"principal:{ALICE}", message["messageId"])
+    assert await _turns(two, context) == 1
+
+
+async def test_a_queued_message_sent_twice_at_once_is_queued_once(two: FunctionHost) -> None:
+    params = _queued_params("queued twice at once")
+    answers = await asyncio.gather(*(_rpc(two, "SendMessage", params) for _ in range(3)))
+    ids = {a["result"]["task"]["id"] for a in answers if "result" in a}
+    assert len(ids) == 1, answers
+    assert all(a["error"]["data"]["status"] == 409 for a in answers if "error" in a), answers
+    await QueueRunner(two).run_until_idle()  # a replayed accept may send its message again: still one run
+    runs = [name for name in await _blobs() if name.startswith("runs/") and name.count("/") == 1]
+    assert len(runs) == 1, runs
+    task = (await _rpc(two, "GetTask", {"id": ids.pop()}))["result"]
+    assert await _turns(two, task["contextId"]) == 1
+
+
+def _queued_params(text: str) -> dict[str, Any]:
+    return {"message": _message(text), "configuration": {"returnImmediately": True}}
