@@ -204,7 +204,7 @@ async def test_a_first_message_refused_in_a_context_another_origin_made_leaks_no
     (origin and messageId are all it takes): her message is refused as any message on
     another origin's thread is, and nothing of hers is written there."""
     message = _message("alice's first words")
-    squatted = new_context_id(f"principal:{ALICE}", message["messageId"])
+    squatted = new_context_id({"x-caller": ALICE}, message["messageId"])
     made = await two.request(
         "POST", f"/api/threads/{squatted}/runs", json_body={"messages": "bob's"}, headers={"x-caller": BOB}
     )
@@ -214,16 +214,40 @@ async def test_a_first_message_refused_in_a_context_another_origin_made_leaks_no
     assert await _blobs() == before
 
 
+async def test_with_the_ready_authorizer_a_first_message_runs_on_a_thread_under_the_callers_prefix(
+    two: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``thread_prefix_of_principal`` allows a caller only the threads under its prefix, so the
+    thread a message without a context starts must be under it: else an A2A client's first
+    message (the SDK sends none) is refused on such a deployment, every time. Under the
+    prefix, no other caller can make that thread first either."""
+    monkeypatch.setenv("THREAD_AUTHORIZER", "functions_adapter.authorizers:thread_prefix_of_principal")
+    message = _message("alice's first words")
+    derived = new_context_id({"x-caller": ALICE}, message["messageId"])
+    squat = await two.request(
+        "POST", f"/api/threads/{derived}/runs", json_body={"messages": "bob's"}, headers={"x-caller": BOB}
+    )
+    assert squat.status == 403
+    answer = await _rpc(two, "SendMessage", {"message": message}, ALICE)
+    assert "result" in answer, answer
+    task = answer["result"]["task"]
+    assert task["contextId"] == derived and derived.startswith(f"{ALICE}.a2a-"), task
+    assert (await _rpc(two, "SendMessage", {"message": message}, ALICE))["result"]["task"] == task  # a retry
+    queued = await _rpc(two, "SendMessage", _queued_params("queued first words"), ALICE)
+    assert queued["result"]["task"]["contextId"].startswith(f"{ALICE}.a2a-"), queued
+
+
 @pytest.mark.xfail(
     strict=True,
-    reason="open: a context-less message's thread is derived from (origin, messageId) alone, so "
-    "another origin who learns or guesses a messageId can make that thread first and have the "
-    "message refused; the derivation needs a deployment secret, or the first message a random "
-    "thread found again by its key (whose scope is already the origin)",
+    reason="open: without a thread authorizer every thread is its first maker's, and a context-less "
+    "message's thread is derived from (origin, messageId) alone, so another origin who learns or guesses "
+    "a messageId can make that thread first and have the message refused (with the ready authorizer "
+    "the thread is under the caller's prefix and cannot be taken); a fix needs a deployment secret in "
+    "the derivation, or the first message on a random thread found again by its key (scoped to the origin)",
 )
 async def test_a_first_message_runs_even_when_another_origin_made_its_derived_thread(two: FunctionHost) -> None:
     message = _message("alice's first words")
-    squatted = new_context_id(f"principal:{ALICE}", message["messageId"])
+    squatted = new_context_id({"x-caller": ALICE}, message["messageId"])
     made = await two.request(
         "POST", f"/api/threads/{squatted}/runs", json_body={"messages": "bob's"}, headers={"x-caller": BOB}
     )
@@ -703,7 +727,7 @@ async def test_a_message_sent_and_streamed_at_once_runs_once(two: FunctionHost) 
         task = result.get("task") or result.get("statusUpdate") or result.get("artifactUpdate")
         ids.add(task.get("id") or task.get("taskId"))
     assert len(ids) == 1, (sent, streamed, again)
-    context = new_context_id(f"principal:{ALICE}", message["messageId"])
+    context = new_context_id({"x-caller": ALICE}, message["messageId"])
     assert await _turns(two, context) == 1
 
 
