@@ -258,6 +258,12 @@ async def test_a_blocking_or_streamed_message_with_a_push_config_is_a_background
     try:
         response = await push_env.request("POST", ENDPOINT, json_body=body, headers={"x-caller": "alice"})
         raw = await response.body()
+        # The answer comes once the run is final; its callback is a queue message of its own:
+        # stopping the runner before it is handled would leave it invisible to a later drain.
+        for _ in range(300):
+            if receiver.deliveries:
+                break
+            await asyncio.sleep(0.1)
     finally:
         await runner.stop()
     if method == "SendMessage":
