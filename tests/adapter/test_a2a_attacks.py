@@ -15,11 +15,15 @@ from typing import Any
 import pytest
 from starlette.requests import Request
 
+from devtools import write_faults
 from devtools.function_host import FunctionHost, _receiver, _scope
+from devtools.instances import Instance, separate_instances
 from devtools.queue_runner import QueueRunner
 from devtools.webhook_receiver import WebhookReceiver
 from functions_adapter import wiring
 from functions_adapter.a2a.messages import new_context_id
+from resumable.storage import clients as storage_client
+from resumable.storage import run_queue
 from tests.conftest import CALLBACK_SECRET
 
 ENDPOINT = "/api/a2a/default"
@@ -746,3 +750,49 @@ async def test_a_queued_message_sent_twice_at_once_is_queued_once(two: FunctionH
 
 def _queued_params(text: str) -> dict[str, Any]:
     return {"message": _message(text), "configuration": {"returnImmediately": True}}
+
+
+# -- a lost race's leftover ------------------------------------------------------------------------
+
+
+async def test_an_answer_that_lost_its_race_is_never_read_as_the_tasks_turn(
+    two: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another instance answers the task's request through the thread route between the A2A
+    answer's save of ``{task}.2`` and its pointer swap, and the loser's cleanup delete of that
+    checkpoint fails (the sweep removes it later). Until then ``{task}.2`` is there, on the
+    task's thread, parented on ``{task}.1``: a task read must still not take it for a turn
+    of the task, whether the task's first turn is among the thread's recent checkpoints or not."""
+    await storage_client.close_all()
+    await run_queue.close_all()
+    other = Instance()
+    with write_faults.installed(monkeypatch) as faults, separate_instances(monkeypatch):
+        asked = await _task(two, "approval, then a lost race")
+        pending, context = _pending(asked), asked["contextId"]
+
+        async def rival() -> None:  # another instance's answer, through the thread route
+            with other.active():
+                answered = await two.request(
+                    "POST",
+                    f"/api/threads/{context}/runs",
+                    json_body={"responses": {pending: "via http"}},
+                    headers={"x-caller": ALICE},
+                )
+                assert answered.status == 200, await answered.body()
+            faults.arm("checkpoint.delete", "outage")  # the loser's cleanup of its checkpoint fails
+
+        armed = faults.arm("thread.pointer.replace", "rival", rival=rival)
+        lost = await _rpc(two, "SendMessage", {"message": _answer(asked["id"], {pending: "via a2a"})})
+        faults.disarm()
+        assert armed.hits, "the answer never swapped the pointer: the test tests nothing"
+        assert "error" in lost, lost
+        leftover = f"{asked['id']}.2"
+        assert f"checkpoints/{leftover}" in str(list(await _blobs())), "the cleanup did not fail"
+        now = (await _rpc(two, "GetTask", {"id": asked["id"]}))["result"]
+        assert now["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", now
+        for n in range(10):  # the thread's pointer keeps the ten newest: the task's fall out
+            await _task(two, f"more {n}", contextId=context)
+        later = (await _rpc(two, "GetTask", {"id": asked["id"]}))["result"]
+        assert later == now, later
+    await storage_client.close_all()
+    await run_queue.close_all()
