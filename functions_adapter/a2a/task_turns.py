@@ -7,7 +7,7 @@ thread authorizer's gate, as on a checkpoint read. The pointer that check read n
 thread's head and its recent lineage (``ThreadHead.recent``), which the turns after the
 first are looked up in; a task whose turns are all older than that window is walked turn
 by turn (one metadata read each), each turn checked to follow the one before, and the
-last, if an answer, checked to have committed (``CommitLedger``: a lost race's leftover is not).
+last checked to have committed (``CommitLedger``: a lost race's leftover did not).
 """
 
 from __future__ import annotations
@@ -96,11 +96,15 @@ async def _walk(service: Any, task_id: str, first_id: str, thread_id: str, pendi
         if after.thread_id != thread_id or after.previous_checkpoint_id != turns[-1][0]:
             break  # not a turn of this task's lineage: the task ends before it
         turns.append((after.checkpoint_id, after.pending_request_ids))
-    # An answer that lost its race to another turn leaves its checkpoint, parented on the
-    # task's turn, until the sweep removes it if its own cleanup failed: only the last turn
-    # can be one (nothing answers a turn that was never the head), so that one is checked.
-    if len(turns) > 1 and not await service.ledger.committed(turns[-1][0], thread_id):
+    # A turn that lost its race to another leaves its checkpoint until the sweep removes it,
+    # if its own cleanup failed: only the last turn can be one (nothing answers a turn that
+    # was never the head), so that one is checked; a background task's first turn is its
+    # run's, whose commit the run's record already tells.
+    last = turns[-1][0]
+    if (len(turns) > 1 or task_turn_of(last) is not None) and not await service.ledger.committed(last, thread_id):
         turns.pop()
+        if not turns:  # the task's first turn never committed: there is no task
+            raise not_found(task_id)
     checkpoint_id, pending = turns[-1]
     return TaskTurn(task_id, thread_id, len(turns), checkpoint_id, None, pending)
 

@@ -787,12 +787,45 @@ async def test_an_answer_that_lost_its_race_is_never_read_as_the_tasks_turn(
         assert armed.hits, "the answer never swapped the pointer: the test tests nothing"
         assert "error" in lost, lost
         leftover = f"{asked['id']}.2"
-        assert f"checkpoints/{leftover}" in str(list(await _blobs())), "the cleanup did not fail"
+        assert f"checkpoints/{leftover}.json" in await _blobs(), "the cleanup did not fail"
         now = (await _rpc(two, "GetTask", {"id": asked["id"]}))["result"]
         assert now["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", now
         for n in range(10):  # the thread's pointer keeps the ten newest: the task's fall out
             await _task(two, f"more {n}", contextId=context)
         later = (await _rpc(two, "GetTask", {"id": asked["id"]}))["result"]
         assert later == now, later
+    await storage_client.close_all()
+    await run_queue.close_all()
+
+
+async def test_a_streamed_task_that_lost_its_race_is_not_read_back_as_completed(
+    two: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stream names its task before the turn commits; another instance commits first and
+    the loser's cleanup delete fails. The stream ends failed, and the task must not be read
+    back as completed from the checkpoint its turn left: it never committed."""
+    await storage_client.close_all()
+    await run_queue.close_all()
+    other = Instance()
+    with write_faults.installed(monkeypatch) as faults, separate_instances(monkeypatch):
+        context = (await _task(two, "a context"))["contextId"]
+
+        async def rival() -> None:  # another instance's turn on the same context
+            with other.active():
+                answered = await two.request(
+                    "POST", f"/api/threads/{context}/runs", json_body={"messages": "rival"}, headers={"x-caller": ALICE}
+                )
+                assert answered.status == 200, await answered.body()
+            faults.arm("checkpoint.delete", "outage")
+
+        armed = faults.arm("thread.pointer.replace", "rival", rival=rival)
+        events = await _stream(two, "SendStreamingMessage", {"message": _message("I lose", contextId=context)})
+        faults.disarm()
+        assert armed.hits, "the turn never swapped the pointer: the test tests nothing"
+        task_id = events[0]["result"]["task"]["id"]
+        assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_FAILED", events
+        assert f"checkpoints/{task_id}.1.json" in await _blobs(), "the cleanup did not fail"
+        got = await _rpc(two, "GetTask", {"id": task_id})
+        assert "error" in got and got["error"]["code"] == -32001, got
     await storage_client.close_all()
     await run_queue.close_all()
