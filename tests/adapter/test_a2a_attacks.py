@@ -829,3 +829,17 @@ async def test_a_streamed_task_that_lost_its_race_is_not_read_back_as_completed(
         assert "error" in got and got["error"]["code"] == -32001, got
     await storage_client.close_all()
     await run_queue.close_all()
+
+
+# -- the card ------------------------------------------------------------------------------------
+
+
+async def test_the_card_behind_a_tls_front_end_names_an_https_endpoint(host: FunctionHost) -> None:
+    """In Azure the front end ends TLS and the worker is called over plain HTTP, with the scheme
+    the client used in ``X-Forwarded-Proto``: the card must name the endpoint the client reached,
+    else an A2A client sends its function key, and every message, over plain HTTP."""
+    behind = {"host": "myapp.azurewebsites.net", "x-forwarded-proto": "https"}
+    card = await (await host.request("GET", "/api/a2a/default/.well-known/agent-card.json", headers=behind)).json()
+    assert card["supportedInterfaces"][0]["url"] == "https://myapp.azurewebsites.net/api/a2a/default"
+    local = await (await host.request("GET", "/api/a2a/default/.well-known/agent-card.json")).json()
+    assert local["supportedInterfaces"][0]["url"] == "http://127.0.0.1:7071/api/a2a/default"
