@@ -25,5 +25,11 @@ async def handle_card(request: Request, workflow: str) -> Response:
 async def _card(request: Request, workflow: str) -> Response:
     settings = load_settings()
     build_service(settings).catalog.check(WorkflowRef.parse(workflow))
-    endpoint = str(request.url).split("?")[0].removesuffix("/.well-known/agent-card.json")
+    url = request.url
+    # Azure's front end ends TLS and calls the worker over plain HTTP, saying the client's
+    # scheme in X-Forwarded-Proto: the card names the endpoint the client reached, never an
+    # http:// one it would send its function key to in the clear.
+    if request.headers.get("x-forwarded-proto", "").strip().lower() == "https":
+        url = url.replace(scheme="https", port=None if url.port in (None, 80, 443) else url.port)
+    endpoint = str(url).split("?")[0].removesuffix("/.well-known/agent-card.json")
     return json_response(agent_card(workflow, endpoint))

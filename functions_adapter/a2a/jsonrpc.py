@@ -3,6 +3,7 @@ load protobuf and google-api-core on a cold start for a few dozen lines of JSON.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +61,17 @@ def parse_call(payload: Any) -> Call:
     if not isinstance(params, dict):
         raise RpcError(INVALID_PARAMS, "'params' must be an object.")
     return Call(call_id, method, params)
+
+
+def flag(params: Mapping[str, Any], name: str) -> bool:
+    """A boolean param (absent: false). Any other JSON value is refused, not judged by its
+    truthiness: ``"false"`` would otherwise mean true."""
+    value = params.get(name)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise RpcError(INVALID_PARAMS, f"'{name}' must be true or false.")
+    return value
 
 
 def from_resume_error(error: ResumeError) -> RpcError:

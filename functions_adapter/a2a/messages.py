@@ -18,10 +18,12 @@ from typing import Any
 from functions_adapter.a2a import jsonrpc, task_ids, task_turns, tasks, turn_call
 from functions_adapter.a2a.jsonrpc import Call, RpcError
 from functions_adapter.a2a.push_format import Push
-from functions_adapter.callers import caller_origin
+from functions_adapter.authorizers import principal_of, thread_prefix
+from functions_adapter.callers import caller_origin, trusted_headers
 from functions_adapter.turn_call import Ran, Replayed
 from functions_adapter.wiring import load_settings
 from resumable.base import strict_json
+from resumable.base.ids import MAX_ID_LENGTH
 from resumable.core.event_pump import IdleTick
 from resumable.core.idempotency import StoredResponse
 
@@ -85,17 +87,28 @@ def sent_of(call: Call) -> Sent:
 
 
 def configuration_of(call: Call) -> dict[str, Any]:
-    configuration = call.params.get("configuration") or {}
+    """The message's ``configuration`` (absent: none), its flag checked: a wrong type is
+    refused, never read as its truthiness (``[]`` as no configuration, ``"false"`` as true)."""
+    configuration = call.params.get("configuration")
+    if configuration is None:
+        return {}
     if not isinstance(configuration, dict):
         raise RpcError(jsonrpc.INVALID_PARAMS, "'configuration' must be an object.")
+    jsonrpc.flag(configuration, "returnImmediately")
     return configuration
 
 
-def new_context_id(origin: str, message_id: str) -> str:
+def new_context_id(headers: Mapping[str, str], message_id: str) -> str:
     """The thread a message without a context starts: derived from the caller's origin and the
     messageId, so a retry of that first message finds the same thread (and its idempotency
-    record), another caller's equal messageId a thread of its own, and any messageId a valid ID."""
-    return "a2a-" + hashlib.sha256(f"{origin}\0{message_id}".encode()).hexdigest()[:32]
+    record), another caller's equal messageId a thread of its own, and any messageId a valid ID.
+    A caller with a principal gets it under its thread prefix (``authorizers.thread_prefix``),
+    so the ready authorizer, which allows a caller only the threads under its prefix, allows
+    it, and no other caller can make it first."""
+    derived = "a2a-" + hashlib.sha256(f"{caller_origin(headers)}\0{message_id}".encode()).hexdigest()[:32]
+    principal = principal_of(trusted_headers(headers))
+    prefixed = derived if not principal else thread_prefix(principal) + derived
+    return prefixed if len(prefixed) <= MAX_ID_LENGTH else derived
 
 
 def _context_of(sent: Sent, headers: Mapping[str, str], task_thread: str | None = None) -> str:
@@ -104,7 +117,7 @@ def _context_of(sent: Sent, headers: Mapping[str, str], task_thread: str | None 
         if sent.context_id is not None and sent.context_id != task_thread:
             raise RpcError(jsonrpc.INVALID_PARAMS, "'taskId' belongs to another context.")
         return task_thread
-    return sent.context_id or new_context_id(caller_origin(headers), sent.message_id)
+    return sent.context_id or new_context_id(headers, sent.message_id)
 
 
 def _turn(sent: Sent, workflow: str, thread_id: str) -> dict[str, Any]:

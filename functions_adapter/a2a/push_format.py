@@ -118,4 +118,4 @@ def requested(configuration: Mapping[str, Any]) -> Push | None:
     """A message's push config (``configuration.taskPushNotificationConfig``) as the callback
     URL and parameters its background run is accepted with; None without one."""
     config = configuration.get("taskPushNotificationConfig")
-    return None if not config else parse_config(config)
+    return None if config is None or config == {} else parse_config(config)

@@ -53,7 +53,10 @@ async def _rpc(request: Request, workflow: str) -> Response:
         call_id = jsonrpc.readable_id(payload)
         call = jsonrpc.parse_call(payload)
         build_service(settings).catalog.check(WorkflowRef.parse(workflow))
-        headers = dict(request.headers)
+        # As every other route reads them (``callers.trusted_headers``): a repeated header's
+        # last value. ``dict(request.headers)`` would take the first, so a principal header a
+        # client sent before the gateway's would name the caller here and nowhere else.
+        headers = dict(request.headers.items())
         if call.method in ("SendStreamingMessage", "SubscribeToTask"):
             events = await _open_stream(call, headers, workflow)
             return StreamingResponse(_frames(call.id, events), media_type=MEDIA_TYPE, headers=_SSE_HEADERS)
@@ -71,7 +74,7 @@ async def _send(call: Call, headers: Mapping[str, str], workflow: str) -> dict[s
     sent = messages.sent_of(call)
     configuration = messages.configuration_of(call)
     push = push_format.requested(configuration)  # a push config is a background run's callback
-    if configuration.get("returnImmediately"):
+    if jsonrpc.flag(configuration, "returnImmediately"):
         return {"task": await _send_background(sent, headers, workflow, polls=0, push=push)}
     if push is not None:
         return {"task": await _send_background(sent, headers, workflow, polls=BLOCKING_POLLS, push=push)}

@@ -30,6 +30,20 @@ from resumable.core.results import turn_json
 from resumable.threads import MAX_PAGE, Caller, history
 from resumable.threads.admin import HistoryEntry
 
+# A2A's TaskState names: what ``status`` may filter by.
+UNSPECIFIED = "TASK_STATE_UNSPECIFIED"
+STATES = frozenset(
+    {
+        "TASK_STATE_SUBMITTED",
+        "TASK_STATE_WORKING",
+        "TASK_STATE_COMPLETED",
+        "TASK_STATE_FAILED",
+        "TASK_STATE_CANCELED",
+        "TASK_STATE_INPUT_REQUIRED",
+        "TASK_STATE_REJECTED",
+        "TASK_STATE_AUTH_REQUIRED",
+    }
+)
 DEFAULT_PAGE = 50  # A2A's default page size
 MAX_TOKEN_LENGTH = 2048  # two checkpoint IDs and a history cursor, base64url
 _ROUTE = "threads/{thread_id}/history"
@@ -42,6 +56,16 @@ def _page_size(value: Any) -> int:
     if raw is not None and not isinstance(raw, str):
         raw = "not a number"
     return whole_number(raw, "pageSize", low=1, high=MAX_PAGE, default=DEFAULT_PAGE)
+
+
+def _status(value: Any) -> str | None:
+    """The ``status`` filter: a task state's name (absent, empty or unspecified: no filter);
+    anything else is refused rather than matching no task."""
+    if value in (None, "", UNSPECIFIED):
+        return None
+    if not isinstance(value, str) or value not in STATES:
+        raise RpcError(jsonrpc.INVALID_PARAMS, "'status' must be a task state such as 'TASK_STATE_COMPLETED'.")
+    return value
 
 
 def _token(before: str, newest_seen: str) -> str:
@@ -76,7 +100,8 @@ async def list_tasks(params: Mapping[str, Any], headers: Mapping[str, str]) -> d
     if params.get("statusTimestampAfter") is not None:
         raise RpcError(jsonrpc.INVALID_PARAMS, "'statusTimestampAfter' is not supported.")
     size = _page_size(params.get("pageSize"))
-    wanted = params.get("status")
+    wanted = _status(params.get("status"))
+    with_artifacts = jsonrpc.flag(params, "includeArtifacts")
     before, newer = _untoken(params.get("pageToken"))
     settings = load_settings()
     await thread_access.gate(headers, settings, _ROUTE, context_id)
@@ -89,10 +114,10 @@ async def list_tasks(params: Mapping[str, Any], headers: Mapping[str, str]) -> d
     except ThreadNotFound:  # no turns yet: no tasks
         page, cursor = [], None
     listed, newer = _tasks_among(page, context_id, newer)
-    if not params.get("includeArtifacts"):
+    if not with_artifacts:
         for task in listed:
             task.pop("artifacts", None)
-    listed = [task for task in listed if wanted in (None, "", task["status"]["state"])]
+    listed = [task for task in listed if wanted in (None, task["status"]["state"])]
     token = "" if cursor is None or newer is None else _token(cursor, newer)
     return {"tasks": listed, "nextPageToken": token, "pageSize": size}
 

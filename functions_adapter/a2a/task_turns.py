@@ -6,7 +6,8 @@ another origin's task is 403 ``forbidden``, a deleted thread's is not found), th
 thread authorizer's gate, as on a checkpoint read. The pointer that check read names the
 thread's head and its recent lineage (``ThreadHead.recent``), which the turns after the
 first are looked up in; a task whose turns are all older than that window is walked turn
-by turn (one metadata read each), each turn checked to follow the one before.
+by turn (one metadata read each), each turn checked to follow the one before, and the
+last checked to have committed (``CommitLedger``: a lost race's leftover did not).
 """
 
 from __future__ import annotations
@@ -86,16 +87,26 @@ async def latest_turn(
 
 
 async def _walk(service: Any, task_id: str, first_id: str, thread_id: str, pending: tuple[str, ...]) -> TaskTurn:
-    turn, checkpoint_id = 1, first_id
-    while turn < MAX_TASK_TURNS:
+    turns = [(first_id, pending)]  # each turn's checkpoint and what it left pending
+    while len(turns) < MAX_TASK_TURNS:
         try:
-            after = await service.store.get_info(turn_checkpoint_id(task_id, turn + 1))
+            after = await service.store.get_info(turn_checkpoint_id(task_id, len(turns) + 1))
         except CheckpointNotFound:
             break
-        if after.thread_id != thread_id or after.previous_checkpoint_id != checkpoint_id:
-            break  # not a turn of this task's lineage (a lost race's leftover): the task ends before it
-        turn, checkpoint_id, pending = turn + 1, after.checkpoint_id, after.pending_request_ids
-    return TaskTurn(task_id, thread_id, turn, checkpoint_id, None, pending)
+        if after.thread_id != thread_id or after.previous_checkpoint_id != turns[-1][0]:
+            break  # not a turn of this task's lineage: the task ends before it
+        turns.append((after.checkpoint_id, after.pending_request_ids))
+    # A turn that lost its race to another leaves its checkpoint until the sweep removes it,
+    # if its own cleanup failed: only the last turn can be one (nothing answers a turn that
+    # was never the head), so that one is checked; a background task's first turn is its
+    # run's, whose commit the run's record already tells.
+    last = turns[-1][0]
+    if (len(turns) > 1 or task_turn_of(last) is not None) and not await service.ledger.committed(last, thread_id):
+        turns.pop()
+        if not turns:  # the task's first turn never committed: there is no task
+            raise not_found(task_id)
+    checkpoint_id, pending = turns[-1]
+    return TaskTurn(task_id, thread_id, len(turns), checkpoint_id, None, pending)
 
 
 async def pending_request_ids(settings: Settings, turn: TaskTurn) -> tuple[str, ...]:
