@@ -120,15 +120,9 @@ def _context_of(sent: Sent, headers: Mapping[str, str], task_thread: str | None 
     return sent.context_id or new_context_id(headers, sent.message_id)
 
 
-def _turn(sent: Sent, workflow: str, thread_id: str) -> dict[str, Any]:
-    """The values ``turn_call`` takes for this message's turn."""
-    return {
-        "thread_id": thread_id,
-        "workflow": workflow,
-        "message": sent.text,
-        "responses": sent.responses,
-        "key": sent.message_id,
-    }
+def _turn(sent: Sent, workflow: str, thread_id: str) -> turn_call.TurnInput:
+    """The message's turn as the seam takes it."""
+    return turn_call.TurnInput(thread_id, workflow, sent.text, sent.responses, sent.message_id)
 
 
 # -- returnImmediately: a background run ------------------------------------------------
@@ -143,7 +137,7 @@ async def start_background(
     if sent.task_id is not None:
         task_thread = await _task_thread(sent.task_id, headers)
     thread_id = _context_of(sent, headers, task_thread)
-    return await turn_call.start_turn(headers, **_turn(sent, workflow, thread_id), push=push)
+    return await turn_call.start_turn(headers, _turn(sent, workflow, thread_id), push=push)
 
 
 async def _task_thread(task_id: str, headers: Mapping[str, str]) -> str:
@@ -186,7 +180,7 @@ async def _plan(sent: Sent, headers: Mapping[str, str], workflow: str) -> Planne
     elif not await task_turns.pending_request_ids(load_settings(), latest):
         refusal = "is completed: send a message without 'taskId' on its context to start a new task"
     if refusal is not None:  # unless it repeats an answer that ran: then that answer again
-        earlier = await turn_call.replayed(headers, **_turn(sent, workflow, thread_id), answers=sent.task_id)
+        earlier = await turn_call.replayed(headers, _turn(sent, workflow, thread_id), answers=sent.task_id)
         if earlier is None:
             raise RpcError(jsonrpc.UNSUPPORTED_OPERATION, f"Task '{sent.task_id}' {refusal}.")
         return Planned(thread_id, sent.task_id, latest.checkpoint_id, replay=earlier)
@@ -241,7 +235,7 @@ async def _run(
 ) -> Ran | Replayed:
     return await turn_call.send_turn(
         headers,
-        **_turn(sent, workflow, planned.thread_id),
+        _turn(sent, workflow, planned.thread_id),
         checkpoint_id=planned.checkpoint_id,
         answers=planned.answers,
         stream=stream,

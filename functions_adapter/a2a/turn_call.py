@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from functions_adapter import keyed_call
@@ -31,86 +32,76 @@ from resumable.threads.ownership import Caller
 _ROUTE = "threads/{thread_id}/runs"
 
 
+@dataclass(frozen=True, slots=True)
+class TurnInput:
+    """One message's turn as the seam takes it: its thread, workflow, text, answers to pending
+    requests, and ``key`` (the messageId), its Idempotency-Key."""
+
+    thread_id: str
+    workflow: str
+    message: str | None
+    responses: dict[str, Any] | None
+    key: str
+
+
 def _call(
     headers: Mapping[str, str],
     settings: Settings,
+    turn: TurnInput,
     *,
-    thread_id: str,
-    fields: Mapping[str, Any],
-    key: str,
-    task_id: str | None,
+    answers: str | None = None,
+    background: bool = False,
+    callback_url: str | None = None,
     **options: Any,
 ) -> TurnCall:
-    """The turn in the runs routes' shape; ``key`` (the messageId) its Idempotency-Key,
-    scoped to the caller's origin; what a retry must match names the task it answers, if any."""
+    """The turn in the runs routes' shape, its key scoped to the caller's origin; what a retry
+    must match names the task it answers (``answers``), if any."""
+    fields = {
+        "messages": turn.message,
+        "responses": turn.responses,
+        "background": background or None,
+        "workflow": turn.workflow,
+        "callback_url": callback_url,
+    }
     body = strict_json.dumps({k: v for k, v in fields.items() if v is not None})
     if len(body) > settings.max_request_bytes:
         raise PayloadTooLarge(f"The message is over the {settings.max_request_bytes}-byte limit.")
     origin = caller_origin(headers)
-    path = f"/api/threads/{thread_id}/runs" + ("" if task_id is None else f"#task={task_id}")
+    path = f"/api/threads/{turn.thread_id}/runs" + ("" if answers is None else f"#task={answers}")
     return TurnCall(
-        thread_id=thread_id,
+        thread_id=turn.thread_id,
         origin=origin,
         body=body,
         route=_ROUTE,
         authorizer_headers=headers,
         # The messageId as the Idempotency-Key, unless the deployment keys a signed delivery by
         # its verified webhook-id (as on every route): then a captured delivery replays.
-        dedupe=keyed_call.dedupe_key({**headers, "idempotency-key": key}, origin, settings, always_key=True),
+        dedupe=keyed_call.dedupe_key({**headers, "idempotency-key": turn.key}, origin, settings, always_key=True),
         fingerprint=fingerprint("POST", path, body),
         **options,
     )
 
 
 async def send_turn(
-    headers: Mapping[str, str],
-    *,
-    thread_id: str,
-    workflow: str,
-    message: str | None,
-    responses: dict[str, Any] | None,
-    key: str,
-    checkpoint_id: str,
-    answers: str | None,
-    stream: bool,
+    headers: Mapping[str, str], turn: TurnInput, *, checkpoint_id: str, answers: str | None, stream: bool
 ) -> Ran | Replayed:
-    """Run one turn on ``thread_id`` now, as ``POST /api/threads/{id}/runs`` with an
-    Idempotency-Key does (the same operations), saved as ``checkpoint_id``; ``answers``: the
-    task this turn continues. A retried message replays the first answer and runs nothing."""
+    """Run the turn now, as ``POST /api/threads/{id}/runs`` with an Idempotency-Key does (the
+    same operations), saved as ``checkpoint_id``; ``answers``: the task this turn continues.
+    A retried message replays the first answer and runs nothing."""
     settings = load_settings()
-    fields = {"messages": message, "responses": responses, "workflow": workflow}
     accept = MEDIA_TYPE if stream else None  # not in the body: a retry of either kind is the same request
-    call = _call(
-        headers,
-        settings,
-        thread_id=thread_id,
-        fields=fields,
-        key=key,
-        task_id=answers,
-        accept=accept,
-        checkpoint_id=checkpoint_id,
-    )
+    call = _call(headers, settings, turn, answers=answers, accept=accept, checkpoint_id=checkpoint_id)
     outcome: Outcome = await call_turn(call, settings)
     if isinstance(outcome, Queued):  # the body asks for no background run
         raise TypeError("A synchronous A2A turn was queued.")
     return outcome
 
 
-async def replayed(
-    headers: Mapping[str, str],
-    *,
-    thread_id: str,
-    workflow: str,
-    message: str | None,
-    responses: dict[str, Any] | None,
-    key: str,
-    answers: str,
-) -> StoredResponse | None:
+async def replayed(headers: Mapping[str, str], turn: TurnInput, *, answers: str) -> StoredResponse | None:
     """The stored answer of an earlier identical message (``send_turn``'s), if there is one:
     read before a refusal, so a retried answer replays even once its task moved on. Writes nothing."""
     settings = load_settings()
-    fields = {"messages": message, "responses": responses, "workflow": workflow}
-    call = _call(headers, settings, thread_id=thread_id, fields=fields, key=key, task_id=answers)
+    call = _call(headers, settings, turn, answers=answers)
     dedupe = call.dedupe
     if dedupe is None:  # never: an A2A turn is always keyed
         return None
@@ -118,29 +109,16 @@ async def replayed(
     return await store.peek(dedupe.key, call.fingerprint, kind=dedupe.kind)
 
 
-async def start_turn(
-    headers: Mapping[str, str],
-    *,
-    thread_id: str,
-    workflow: str,
-    message: str | None,
-    responses: dict[str, Any] | None,
-    key: str,
-    push: Push | None = None,
-) -> dict[str, Any]:
-    """Queue one turn on ``thread_id`` as a background run; ``key`` (the A2A messageId) is its
-    Idempotency-Key, so a retried message answers the first run instead of running again.
-    ``push`` (a push config's URL and parameters, ``push_format``) is the run's callback."""
+async def start_turn(headers: Mapping[str, str], turn: TurnInput, *, push: Push | None = None) -> dict[str, Any]:
+    """Queue the turn as a background run; a retried message answers the first run instead of
+    running again. ``push`` (a push config's URL and parameters, ``push_format``) is the run's callback."""
     settings = load_settings()
-    fields = {"messages": message, "responses": responses, "background": True, "workflow": workflow}
-    fields["callback_url"] = None if push is None else push[0]
     call = _call(
         headers,
         settings,
-        thread_id=thread_id,
-        fields=fields,
-        key=key,
-        task_id=None,
+        turn,
+        background=True,
+        callback_url=None if push is None else push[0],
         callback_format=None if push is None else push_format.FORMAT,
         callback_params={} if push is None else push[1],
     )
