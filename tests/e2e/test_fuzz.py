@@ -196,15 +196,21 @@ async def test_the_signed_path_never_500s_either(
     if host.match(method, path) is None:
         return
     if sign_it:
-        message_id = headers.get("webhook-id", "") or "msg_fuzz"
-        timestamp = int(time.time()) + skew
-        headers = {
-            **headers,
-            "webhook-id": message_id,
-            "webhook-timestamp": str(timestamp),
-            "webhook-signature": webhook_signature.sign(SECRET, message_id, timestamp, body),
-        }
+        headers = _signed(headers, body, skew)
     await check_one(host, method, path, body, headers)
+
+
+def _signed(headers: dict[str, str], body: bytes, skew: int) -> dict[str, str]:
+    """``headers`` with a Standard Webhooks signature of ``body`` (the fuzzed ``webhook-id`` kept),
+    dated ``skew`` seconds off now."""
+    message_id = headers.get("webhook-id", "") or "msg_fuzz"
+    timestamp = int(time.time()) + skew
+    return {
+        **headers,
+        "webhook-id": message_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": webhook_signature.sign(SECRET, message_id, timestamp, body),
+    }
 
 
 # -- A2A: hostile JSON-RPC on POST /api/a2a/{workflow} ------------------------------------------
@@ -484,12 +490,5 @@ async def test_the_signed_a2a_endpoint_refuses_before_parsing_and_never_500s(
 ) -> None:
     monkeypatch.setenv("WEBHOOK_SECRET", SECRET)
     if sign_it:
-        message_id = headers.get("webhook-id", "") or "msg_fuzz"
-        timestamp = int(time.time()) + skew
-        headers = {
-            **headers,
-            "webhook-id": message_id,
-            "webhook-timestamp": str(timestamp),
-            "webhook-signature": webhook_signature.sign(SECRET, message_id, timestamp, body),
-        }
+        headers = _signed(headers, body, skew)
     await check_a2a(host, a2a_runner, workflow, body, headers, signed=sign_it)
