@@ -46,3 +46,9 @@ def with_state_value(value: Any) -> Callable[[dict[str, Any]], None]:
         raw["state"]["injected"] = value
 
     return mutate
+
+
+async def overwrite(container: str, blob_name: str, body: bytes) -> None:
+    """Replace a blob's bytes with ``body`` (a corrupt record, say), as storage access allows."""
+    async with attacker_container(container) as client:
+        await client.upload_blob(blob_name, body, overwrite=True)

@@ -195,7 +195,8 @@ class ThreadExpired(ThreadError):
 
 
 class ThreadUnreadable(ThreadError):
-    """The thread's pointer blob is not one this app wrote; nothing ran and nothing changed."""
+    """The thread's pointer blob, or the metadata that says whose an unclaimed thread is, is
+    not one this app wrote; nothing ran and nothing changed, whoever asked."""
 
     code = "thread_unreadable"
 

@@ -98,7 +98,7 @@ async def _tombstone(container: ContainerClient, pointers: ThreadPointers, head:
     A pointer already marked is a delete in progress: this call goes on with it."""
     if head.deleting:
         return head
-    has_metadata = (await ThreadMetadata(container).get(head.thread_id)).etag is not None
+    has_metadata = (await ThreadMetadata(container).get(head.thread_id)).exists
     for _ in range(_TOMBSTONE_ATTEMPTS):
         if head.deleting:
             return head

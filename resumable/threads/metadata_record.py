@@ -8,7 +8,9 @@ and no later write changes it. Metadata can exist without a pointer (before a th
 first turn, a conversation made by ``POST /api/conversations``, after retention removed
 an idle thread's pointer), so this origin is what says whose it is when there is no
 pointer to ask (``ownership.owned_head``). A record from before origins were kept has
-none, and stays anyone's while its thread has no pointer.
+none, and stays anyone's while its thread has no pointer. A record this app cannot read
+names nobody: it is read as ``Metadata.unreadable``, never as "no record", and an unclaimed
+thread with one refuses every caller (``ownership``).
 """
 
 from __future__ import annotations
@@ -54,6 +56,14 @@ class Metadata:
     etag: str | None
     # Who created the record (None: no record, or one from before origins were kept).
     origin: str | None = None
+    # A record is there but this app cannot read it (logged): ``values`` and ``origin`` are
+    # then unknown, never "none", so whose the thread is cannot be told (``ownership``).
+    unreadable: bool = False
+
+    @property
+    def exists(self) -> bool:
+        """Whether there is a record, readable or not."""
+        return self.etag is not None or self.unreadable
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +122,7 @@ class ThreadMetadata:
             record = await self._records.get(thread_id)
         except RecordUnreadable:
             logger.error("Thread metadata %s%s.json is unreadable", METADATA_PREFIX, thread_id)
-            return Metadata({}, None)
+            return Metadata({}, None, unreadable=True)
         return Metadata({}, None) if record is None else _as_read(record)
 
     async def put(

@@ -5,7 +5,8 @@ metadata records the origin of the caller that created it (``metadata_record``).
 pointer decides when a turn has claimed the thread; until then (no pointer yet, or none
 any more once retention removed an idle thread's pointer) the metadata's origin does, and
 a first turn of another origin is refused too (``thread_turns``). Only a thread with
-neither (no record, or records from before origins were kept) is anyone's. Every
+neither (no record, or records from before origins were kept) is anyone's; one whose
+metadata cannot be read is nobody's (``ThreadUnreadable`` for every caller). Every
 read of a thread's data through this library (its pointer, a checkpoint of its lineage by
 ID, its history, its transcript, the records of its runs and stored responses) takes a
 ``Caller`` and refuses another origin with ``Forbidden`` before anything is returned or
@@ -25,7 +26,7 @@ import logging
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..base.errors import CheckpointNotFound, Forbidden
+from ..base.errors import CheckpointNotFound, Forbidden, ThreadUnreadable
 from ..checkpoints.info import CheckpointInfo
 from ..checkpoints.store import CheckpointStore
 from .metadata_record import ThreadMetadata
@@ -84,8 +85,17 @@ async def owned_head(pointers: ThreadPointers, thread_id: str, caller: Caller) -
 
 async def refuse_unless_metadata_origin(pointers: ThreadPointers, thread_id: str, origin: str | None) -> None:
     """``Forbidden`` if the thread's metadata was created by another origin than ``origin``
-    (a thread no turn has claimed; no metadata, or metadata from before origins: anyone's)."""
-    recorded = (await ThreadMetadata(pointers.container).get(thread_id)).origin
+    (a thread no turn has claimed; no metadata, or metadata from before origins: anyone's).
+    ``ThreadUnreadable`` for every caller if the metadata cannot be read: its creator is
+    unknown, so nobody may read, change or claim the thread until an operator repairs the
+    record or erases the thread as maintenance."""
+    metadata = await ThreadMetadata(pointers.container).get(thread_id)
+    if metadata.unreadable:
+        raise ThreadUnreadable(
+            f"Thread '{thread_id}' has metadata this app cannot read, so whose it is cannot be told; "
+            "nothing was run or changed. An operator must repair or remove it."
+        )
+    recorded = metadata.origin
     if recorded is not None and recorded != origin:
         logger.info("Refused a caller of another origin on unclaimed thread %s", thread_id)
         raise Forbidden("You may not use this thread.")

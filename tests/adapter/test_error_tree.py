@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
+from pathlib import Path
 
 import pytest
 
@@ -99,3 +100,51 @@ def test_the_internal_signals_named_in_the_docstring_live_where_it_says_and_are_
             signal = getattr(module, name)
             assert signal.__module__ == module.__name__, name
             assert not issubclass(signal, ResumeError), f"{name} reaches callers: give it a family"
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+# Codes that have no row in docs/api.md's error table, each with where it is documented
+# instead (None: never an answer's code). Anything else answered must have a row.
+_NOT_IN_API_TABLE: dict[str, tuple[str | None, str]] = {
+    # OpenAI's error shape, on the Responses and Conversations routes only.
+    "model_not_found": ("responses-api.md", "Responses API"),
+    "unknown_parameter": ("responses-api.md", "Responses API"),
+    "response_in_progress": ("responses-api.md", "Responses API"),
+    "response_not_found": ("responses-api.md", "Responses API"),
+    "conversation_deleting": ("conversations-api.md", "Conversations API"),
+    "conversation_not_found": ("conversations-api.md", "Conversations API"),
+    # A background run's recorded outcome (its record's error), not an answer's code.
+    "cancelled": ("background-runs.md", "a background run's error"),
+    # A background attempt's own outcomes: they end the attempt, never answered.
+    "lease_lost": (None, "ends a background attempt"),
+    "already_committed": (None, "ends a background attempt"),
+    "progress_not_saved": (None, "ends a background attempt"),
+    "handed_on": (None, "ends a background attempt"),
+    # AG-UI's route answers it with the thread's history (ag_ui/route.py).
+    "no_new_messages": (None, "AG-UI answers the history"),
+}
+
+
+def _api_error_table() -> dict[str, int]:
+    """code -> status, from the rows of docs/api.md's Errors table."""
+    section = (DOCS / "api.md").read_text().split("\n## Errors\n", 1)[1].split("\n## ", 1)[0]
+    return {code: int(status) for status, code in re.findall(r"^\| (\d{3}) \| `([a-z_]+)` \|", section, re.M)}
+
+
+def _status(cls: type[ResumeError]) -> int:
+    """What ``status_map`` answers for ``cls`` (its row or its nearest ancestor's)."""
+    return next(STATUS[ancestor] for ancestor in cls.__mro__ if ancestor in STATUS)
+
+
+@pytest.mark.parametrize("name", sorted(set(ERRORS) - {cls.__name__ for cls in FAMILIES} - {"ResumeError"}))
+def test_every_answered_error_code_has_a_row_in_the_api_error_table(name: str) -> None:
+    """docs/api.md's Errors table lists every code an /api route answers, with its status."""
+    cls = ERRORS[name]
+    table = _api_error_table()
+    if cls.code in _NOT_IN_API_TABLE:
+        page, _why = _NOT_IN_API_TABLE[cls.code]
+        assert cls.code not in table, f"{cls.code} has a row in docs/api.md: drop it from _NOT_IN_API_TABLE"
+        assert page is None or f"`{cls.code}`" in (DOCS / page).read_text(), f"{cls.code} is not in docs/{page}"
+        return
+    assert cls.code in table, f"add a row for {cls.code} ({name}) to docs/api.md's Errors table"
+    assert table[cls.code] == _status(cls), f"docs/api.md answers {cls.code} with {table[cls.code]}"

@@ -13,8 +13,12 @@ from typing import Any
 import pytest
 
 from devtools.function_host import FunctionHost
+from functions_adapter import wiring
 from resumable.storage import layout
 from resumable.storage.record_store import RecordStore
+from resumable.threads import Caller
+from resumable.threads.delete import delete_thread
+from tests import tamper
 from tests.adapter.test_conversation_delete_race import Pair, hold_metadata_write, nothing_left, pair  # noqa: F401
 from tests.adapter.test_ownership_matrix import ALICE, BOB, NOBODY, SECRET, THREAD
 
@@ -72,8 +76,6 @@ async def test_f1_thread_metadata_put_racing_delete_survives_and_is_open_to_all(
 # pointer). An idle thread's metadata then has no owner: anyone reads/rewrites/deletes it, and
 # whoever sends the next first turn on the (caller-chosen, guessable) ID inherits it.
 async def test_f2_an_expired_threads_metadata_is_anyones(app: FunctionHost) -> None:
-    from functions_adapter import wiring
-
     assert (await call(app, "POST", f"/api/threads/{THREAD}/runs", ALICE, {"messages": "hello"}))[0] == 200
     assert (await call(app, "PUT", f"/api/threads/{THREAD}/metadata", ALICE, {"card": SECRET}))[0] == 200
     container = wiring.container_for(wiring.load_settings())
@@ -149,3 +151,61 @@ async def test_a_first_turn_under_way_cannot_take_metadata_written_meanwhile(
     assert (await call(app, "POST", f"/api/threads/{thread_id}/runs", ALICE, {"messages": "hi"}))[0] == 200
     status, text = await call(app, "GET", f"/api/threads/{thread_id}", ALICE)
     assert status == 200 and json.loads(text)["metadata"] == {"card": SECRET}, (status, text)
+
+
+async def _unclaimed_with_alices_metadata(app: FunctionHost, shape: str) -> str:
+    """A thread no turn has claimed whose metadata Alice created: a new conversation, or a
+    thread whose pointer and checkpoints retention removed."""
+    if shape == "conversation":
+        status, text = await call(app, "POST", "/api/conversations", ALICE, {"metadata": {"note": SECRET}})
+        assert status == 200, text
+        return json.loads(text)["id"]
+    assert (await call(app, "POST", f"/api/threads/{THREAD}/runs", ALICE, {"messages": "hello"}))[0] == 200
+    assert (await call(app, "PUT", f"/api/threads/{THREAD}/metadata", ALICE, {"card": SECRET}))[0] == 200
+    container = wiring.container_for(wiring.load_settings())
+    async for blob in container.list_blobs():  # what the lifecycle rule removes after N idle days
+        if blob.name.startswith((layout.CHECKPOINTS, layout.THREADS)):
+            await container.delete_blob(blob.name)
+    return THREAD
+
+
+# Fail closed: when the record that says whose an unclaimed thread is cannot be read, nobody
+# may read, change or claim the thread. It used to read as "no record", so the thread was
+# anyone's: Bob's first turn claimed Alice's thread, after which she was the one refused.
+@pytest.mark.parametrize("shape", ["conversation", "expired thread"])
+async def test_an_unclaimed_thread_with_unreadable_metadata_refuses_every_caller(
+    app: FunctionHost, storage_env: str, shape: str
+) -> None:
+    thread_id = await _unclaimed_with_alices_metadata(app, shape)
+    await tamper.overwrite(storage_env, f"{layout.THREAD_METADATA}{thread_id}.json", b'{"values": "not ours')
+    calls = [
+        ("POST", f"/api/threads/{thread_id}/runs", {"messages": "mine now"}),
+        ("POST", "/api/responses", {"input": "mine now", "conversation": thread_id}),
+        ("GET", f"/api/threads/{thread_id}", None),
+        ("GET", f"/api/threads/{thread_id}/history", None),
+        ("GET", f"/api/conversations/{thread_id}", None),
+        ("PUT", f"/api/threads/{thread_id}/metadata", {"card": "mine now"}),
+        ("DELETE", f"/api/threads/{thread_id}", None),
+        ("DELETE", f"/api/conversations/{thread_id}", None),
+    ]
+    for caller in (BOB, ALICE, NOBODY):
+        for method, path, body in calls:
+            status, text = await call(app, method, path, caller, body)
+            assert status == 500 and json.loads(text)["error"]["code"] == "thread_unreadable", (
+                caller,
+                method,
+                path,
+                status,
+                text,
+            )
+            assert "Traceback" not in text and SECRET not in text
+    settings = wiring.load_settings()
+    service = wiring.build_service(settings)
+    head = await service.pointers.read(thread_id)
+    assert head.unclaimed and head.checkpoint_id is None, head  # no turn claimed it
+    container = wiring.container_for(settings)
+    assert [b.name async for b in container.list_blobs(name_starts_with=layout.CHECKPOINTS)] == []
+    # What is left to do: an operator repairs the blob, or erases the thread as maintenance.
+    done = await delete_thread(container, service.pointers, thread_id, caller=Caller.MAINTENANCE, store=service.store)
+    assert done.finished
+    await nothing_left(thread_id)

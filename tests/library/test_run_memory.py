@@ -4,17 +4,22 @@ collections).
 
 Every test runs with the cycle collector off. A resume of a ~1 MB checkpoint (the default
 workflow, whose memory executor holds the conversation) must leave its workflow, its
-executors and its checkpoints unreachable the moment the call returns (weak references
-are dead, no checkpoint object is left), and N such calls must not grow the traced heap by anything near a checkpoint.
+executors and its checkpoints unreachable once the call has returned and the work it handed
+off has ended (``settled``: its tasks, the codec thread's last job; nothing there collects a
+cycle), so weak references are dead and no checkpoint object is left; and N such calls must
+not grow the traced heap by anything near a checkpoint. A failure names what holds the
+first survivor, level by level (``Watched.holders``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import logging
 import sys
 import tracemalloc
+import types
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -73,6 +78,48 @@ class Watched:
 
     def alive(self) -> list[str]:
         return [label for label, ref in self.refs if ref() is not None]
+
+    def holders(self, levels: int = 6) -> list[str]:
+        """What holds the first object still alive, level by level (its referrers, theirs, ...):
+        the failure message's lead to the leak."""
+        first = next((obj for obj in (ref() for _, ref in self.refs) if obj is not None), None)
+        if first is None:
+            return []
+        ours = {id(self.refs)}
+        seen, layer, held = {id(first)}, [first], []
+        for _ in range(levels):
+            ours.add(id(layer))
+            up = [r for obj in layer for r in gc.get_referrers(obj) if id(r) not in seen and id(r) not in ours]
+            up = [r for r in up if not (isinstance(r, types.FrameType) and r.f_code.co_filename == __file__)]
+            seen.update(id(r) for r in up)
+            held.append(", ".join(sorted({_kind(r) for r in up})) or "nothing")
+            layer = up
+        return held
+
+
+def _kind(referrer: Any) -> str:
+    if isinstance(referrer, types.FrameType):
+        return f"frame {referrer.f_code.co_qualname} ({referrer.f_code.co_filename.rsplit('/', 1)[-1]})"
+    return type(referrer).__qualname__
+
+
+async def settled() -> None:
+    """Let the work a finished call handed off end before judging what it left alive.
+
+    A call returns as soon as its answer is ready; on a loaded machine the codec thread may
+    not yet have dropped its last job, and a task or callback the call scheduled may not
+    yet have run. None of that collects a cycle (the collector stays off), so whatever is
+    still alive afterwards is held, not merely not yet let go.
+    """
+    while pending := [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]:
+        await asyncio.wait(pending)
+    await cpu(OFF_LOOP_BYTES, int)  # the codec thread is one thread: its earlier jobs are over
+    await asyncio.sleep(0)  # callbacks the codec thread handed the loop have run
+
+
+async def assert_freed(watched: Watched) -> None:
+    await settled()
+    assert watched.alive() == [], "held by: " + " <- ".join(watched.holders())
 
 
 class WatchedSpec:
@@ -146,7 +193,7 @@ async def test_a_finished_resume_leaves_no_workflow_executor_or_checkpoint_alive
     for _ in range(3):
         await call(svc, mode, base)
     assert {"workflow", "executor memory", "executor responder"} <= {label for label, _ in watched.refs}
-    assert watched.alive() == []
+    await assert_freed(watched)
     assert await live_checkpoints() == checkpoints
 
 
@@ -183,7 +230,7 @@ async def test_a_refused_call_leaves_nothing_behind(storage_env: str, no_cycle_c
         with pytest.raises(InvalidRequest):
             await RunOwner(svc, RunRequest(base, TurnInput(responses={"nope": "yes"}), False)).result()
     assert "workflow" in {label for label, _ in watched.refs}
-    assert watched.alive() == []
+    await assert_freed(watched)
     assert await live_checkpoints() == checkpoints
 
 
@@ -223,7 +270,7 @@ async def test_a_turn_whose_storage_request_was_retried_leaves_nothing_behind(
         await call(svc, "thread", base)
         assert lose == [], "no request of that kind was sent"
     assert "workflow" in {label for label, _ in watched.refs}
-    assert watched.alive() == []
+    await assert_freed(watched)
 
 
 # On Python 3.11 a workflow failing mid-run in a collected (JSON) call still leaves its
@@ -262,5 +309,5 @@ async def test_a_failed_or_abandoned_run_leaves_nothing_behind(
             await anext(events)
             await events.aclose()  # what a server's disconnect does to the body iterator
     assert "workflow" in {label for label, _ in watched.refs}
-    assert watched.alive() == []
+    await assert_freed(watched)
     assert await live_checkpoints() == checkpoints
