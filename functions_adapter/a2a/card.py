@@ -18,7 +18,8 @@ ENTRA_ID = "entraId"
 # The issuer infra/app/function-app.bicep configures is https://login.microsoftonline.com/<tenant>/v2.0;
 # the app is given no tenant setting, so without the platform's issuer the card names Entra ID's
 # multi-tenant one (its discovery document leads a client to the same sign-in endpoints).
-ISSUER_SETTING = "WEBSITE_AUTH_OPENID_ISSUER"
+# Ours (Bicep sets it to the issuer authsettingsV2 validates), then the platform's, if present.
+ISSUER_SETTINGS = ("EASY_AUTH_ISSUER", "WEBSITE_AUTH_OPENID_ISSUER")
 FALLBACK_ISSUER = "https://login.microsoftonline.com/common/v2.0"
 DISCOVERY_PATH = "/.well-known/openid-configuration"
 
@@ -45,10 +46,13 @@ class CardVersion:
 
 
 def openid_issuer(env: Mapping[str, str]) -> str:
-    """The Entra ID issuer Easy Auth validates tokens against: the platform's setting when it is
-    an https URL, else the multi-tenant issuer (see ``FALLBACK_ISSUER``)."""
-    issuer = env.get(ISSUER_SETTING, "").strip()
-    return issuer.rstrip("/") if issuer.startswith("https://") else FALLBACK_ISSUER
+    """The Entra ID issuer Easy Auth validates tokens against: the first of ``ISSUER_SETTINGS``
+    that is an https URL, else the multi-tenant issuer (see ``FALLBACK_ISSUER``)."""
+    for name in ISSUER_SETTINGS:
+        issuer = env.get(name, "").strip()
+        if issuer.startswith("https://"):
+            return issuer.rstrip("/")
+    return FALLBACK_ISSUER
 
 
 def agent_card(workflow: str, endpoint: str, version: CardVersion, *, easy_auth_issuer: str | None) -> dict[str, Any]:

@@ -75,6 +75,8 @@ param virtualNetworkSubnetId string = ''
 
 // Settings the code reads (resumable/settings.py), in their identity-based form,
 // plus what the platform and the HTTP streaming extension need.
+var easyAuthIssuer = 'https://login.microsoftonline.com/${tenant().tenantId}/v2.0'
+
 var appSettings = {
   AzureWebJobsStorage__credential: 'managedidentity'
   AzureWebJobsStorage__clientId: identityClientId
@@ -137,6 +139,8 @@ var appSettings = {
   THREAD_AUTHORIZER: threadAuthorizer
   THREAD_PRINCIPAL_HEADER: ''
   THREAD_PRINCIPAL_CLAIM: ''
+  // The Entra ID issuer Easy Auth validates (the same as authsettingsV2's): the A2A agent card names it.
+  EASY_AUTH_ISSUER: empty(easyAuthClientId) ? '' : easyAuthIssuer
   THREAD_DELETE_SECONDS: '20'
   // A turn on an expired thread: refuse (410 once) or restart (a new thread, "thread_created": true).
   THREAD_EXPIRED: 'refuse'
@@ -273,7 +277,7 @@ resource easyAuth 'Microsoft.Web/sites/config@2024-04-01' = if (length(easyAuthC
         enabled: true
         registration: {
           clientId: easyAuthClientId
-          openIdIssuer: 'https://login.microsoftonline.com/${tenant().tenantId}/v2.0'
+          openIdIssuer: easyAuthIssuer
         }
         validation: {
           allowedAudiences: [

@@ -94,24 +94,28 @@ async def test_without_easy_auth_the_function_key_is_the_only_scheme(
 
 
 @pytest.mark.parametrize(
-    ("issuer", "discovery"),
+    ("setting", "issuer", "discovery"),
     [
-        (TENANT_ISSUER + "/", TENANT_ISSUER + "/.well-known/openid-configuration"),
-        (None, "https://login.microsoftonline.com/common/v2.0/.well-known/openid-configuration"),
+        ("EASY_AUTH_ISSUER", TENANT_ISSUER, TENANT_ISSUER + "/.well-known/openid-configuration"),
+        ("WEBSITE_AUTH_OPENID_ISSUER", TENANT_ISSUER + "/", TENANT_ISSUER + "/.well-known/openid-configuration"),
+        ("EASY_AUTH_ISSUER", None, "https://login.microsoftonline.com/common/v2.0/.well-known/openid-configuration"),
         (
+            "EASY_AUTH_ISSUER",
             "http://not-https.example/v2.0",
             "https://login.microsoftonline.com/common/v2.0/.well-known/openid-configuration",
         ),
     ],
 )
 async def test_with_easy_auth_a_caller_needs_an_entra_token_and_the_function_key(
-    host: FunctionHost, monkeypatch: pytest.MonkeyPatch, issuer: str | None, discovery: str
+    host: FunctionHost, monkeypatch: pytest.MonkeyPatch, setting: str, issuer: str | None, discovery: str
 ) -> None:
+    """Bicep sets ``EASY_AUTH_ISSUER`` to the issuer Easy Auth validates; the platform's
+    ``WEBSITE_AUTH_OPENID_ISSUER`` serves where it is not set."""
     monkeypatch.setenv("WEBSITE_AUTH_ENABLED", "True")
-    if issuer is None:
-        monkeypatch.delenv("WEBSITE_AUTH_OPENID_ISSUER", raising=False)
-    else:
-        monkeypatch.setenv("WEBSITE_AUTH_OPENID_ISSUER", issuer)
+    for name in ("EASY_AUTH_ISSUER", "WEBSITE_AUTH_OPENID_ISSUER"):
+        monkeypatch.delenv(name, raising=False)
+    if issuer is not None:
+        monkeypatch.setenv(setting, issuer)
     card = await card_of(host, "default")
     assert card["securitySchemes"]["entraId"]["openIdConnectSecurityScheme"]["openIdConnectUrl"] == discovery
     assert "x-functions-key" in str(card["securitySchemes"]["functionKey"])
