@@ -271,6 +271,9 @@ async def test_a_retried_first_message_answers_its_first_context_and_task_and_ru
     }
     streamed = await _stream(two, "SendStreamingMessage", {"message": message})
     assert [event["result"] for event in streamed] == [{"task": first}]
+    named = await _rpc(two, "SendMessage", {"message": {**message, "contextId": first["contextId"]}})
+    _refused(named, -32602, 422)  # naming the context it started: another request under the same key
+    assert named["error"]["data"]["error"]["code"] == "idempotency_key_reused", named
     assert await _blobs() == after_first  # no turn, no checkpoint, no thread
     assert _threads(after_first) - before == {first["contextId"]}
     assert await _turns(two, first["contextId"]) == 1
