@@ -10,7 +10,7 @@ message with ``taskId`` answers that task's pending requests as its next turn. A
 
 from __future__ import annotations
 
-import hashlib
+import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +19,7 @@ from functions_adapter.a2a import jsonrpc, task_ids, task_turns, tasks, turn_cal
 from functions_adapter.a2a.jsonrpc import Call, RpcError
 from functions_adapter.a2a.push_format import Push
 from functions_adapter.authorizers import principal_of, thread_prefix
-from functions_adapter.callers import caller_origin, trusted_headers
+from functions_adapter.callers import trusted_headers
 from functions_adapter.turn_call import Ran, Replayed
 from functions_adapter.wiring import load_settings
 from resumable.base import strict_json
@@ -40,6 +40,11 @@ class Sent:
     responses: dict[str, Any] | None
     context_id: str | None
     task_id: str | None
+
+    @property
+    def new_context(self) -> bool:
+        """It names no context and no task: it starts a thread."""
+        return self.context_id is None and self.task_id is None
 
 
 def _string(params: Mapping[str, Any], name: str, *, required: bool = True) -> str | None:
@@ -98,17 +103,16 @@ def configuration_of(call: Call) -> dict[str, Any]:
     return configuration
 
 
-def new_context_id(headers: Mapping[str, str], message_id: str) -> str:
-    """The thread a message without a context starts: derived from the caller's origin and the
-    messageId, so a retry of that first message finds the same thread (and its idempotency
-    record), another caller's equal messageId a thread of its own, and any messageId a valid ID.
-    A caller with a principal gets it under its thread prefix (``authorizers.thread_prefix``),
-    so the ready authorizer, which allows a caller only the threads under its prefix, allows
-    it, and no other caller can make it first."""
-    derived = "a2a-" + hashlib.sha256(f"{caller_origin(headers)}\0{message_id}".encode()).hexdigest()[:32]
+def new_context_id(headers: Mapping[str, str]) -> str:
+    """A new thread for a message without a context: ``a2a-`` and 32 random hex digits, so no
+    other caller can name it in advance and make it first (a retry of the message finds its
+    first answer by its key, ``turn_call.NEW_CONTEXT``, not by its thread). A caller with a
+    principal gets it under its thread prefix (``authorizers.thread_prefix``), so the ready
+    authorizer, which allows a caller only the threads under its prefix, allows it."""
+    drawn = "a2a-" + uuid.uuid4().hex
     principal = principal_of(trusted_headers(headers))
-    prefixed = derived if not principal else thread_prefix(principal) + derived
-    return prefixed if len(prefixed) <= MAX_ID_LENGTH else derived
+    prefixed = drawn if not principal else thread_prefix(principal) + drawn
+    return prefixed if len(prefixed) <= MAX_ID_LENGTH else drawn
 
 
 def _context_of(sent: Sent, headers: Mapping[str, str], task_thread: str | None = None) -> str:
@@ -117,12 +121,12 @@ def _context_of(sent: Sent, headers: Mapping[str, str], task_thread: str | None 
         if sent.context_id is not None and sent.context_id != task_thread:
             raise RpcError(jsonrpc.INVALID_PARAMS, "'taskId' belongs to another context.")
         return task_thread
-    return sent.context_id or new_context_id(headers, sent.message_id)
+    return sent.context_id or new_context_id(headers)
 
 
 def _turn(sent: Sent, workflow: str, thread_id: str) -> turn_call.TurnInput:
     """The message's turn as the seam takes it."""
-    return turn_call.TurnInput(thread_id, workflow, sent.text, sent.responses, sent.message_id)
+    return turn_call.TurnInput(thread_id, workflow, sent.text, sent.responses, sent.message_id, sent.new_context)
 
 
 # -- returnImmediately: a background run ------------------------------------------------
@@ -219,6 +223,22 @@ def answered_task(body: bytes, status: int, thread_id: str) -> dict[str, Any]:
     return tasks.turn_task(task_id, thread_id, turn, tasks.answered_json(answer))
 
 
+async def replayed_task(
+    sent: Sent, stored: StoredResponse, thread_id: str, headers: Mapping[str, str]
+) -> dict[str, Any]:
+    """The task an earlier identical message's stored answer stands for. A message that
+    started its context drew a thread of its own on each try and found the first try's
+    answer by its key: its context is the thread that answer's turn is on (read with the
+    owner check and the gate a task read has), never the thread this try drew."""
+    if sent.new_context and stored.status < 400:
+        answer = strict_json.loads(stored.body)
+        found = task_ids.task_turn_of(str(answer.get("checkpoint_id"))) if isinstance(answer, dict) else None
+        if found is not None:
+            first = await task_turns.latest_turn(load_settings(), headers, found[0], str(answer["checkpoint_id"]))
+            thread_id = first.thread_id
+    return answered_task(stored.body, stored.status, thread_id)
+
+
 async def send(sent: Sent, headers: Mapping[str, str], workflow: str) -> dict[str, Any]:
     """A blocking SendMessage: the turn runs now; its task as it ended."""
     planned = await _plan(sent, headers, workflow)
@@ -227,7 +247,7 @@ async def send(sent: Sent, headers: Mapping[str, str], workflow: str) -> dict[st
     outcome = await _run(sent, planned, workflow, headers, stream=False)
     if isinstance(outcome, Ran):
         return answered_task(outcome.result or b"{}", 200, planned.thread_id)
-    return answered_task(outcome.stored.body, outcome.stored.status, planned.thread_id)
+    return await replayed_task(sent, outcome.stored, planned.thread_id, headers)
 
 
 async def _run(
@@ -254,7 +274,7 @@ async def open_stream(sent: Sent, headers: Mapping[str, str], workflow: str) -> 
                 raise TypeError("A streamed A2A turn did not stream.")
             return _streamed(planned, outcome.events)
         stored = outcome.stored
-    return one({"task": answered_task(stored.body, stored.status, planned.thread_id)})
+    return one({"task": await replayed_task(sent, stored, planned.thread_id, headers)})
 
 
 async def one(event: Event) -> AsyncIterator[Event]:

@@ -4,7 +4,9 @@
 ``start_turn`` (``returnImmediately``: a background run) hand the shared turn call
 (``turn_call.call_turn``) plain values, as MCP does, so the authorizer gate, the owner
 check, the idempotency scope, the run and the background accept are the same as on every
-other entry point; the messageId is the turn's Idempotency-Key. ``run_status`` and
+other entry point; the messageId is the turn's Idempotency-Key. A message without a context
+starts a new thread, a random one each time it is sent: what a retry must match then names
+no thread (``NEW_CONTEXT``), so the retry finds the first answer by its key alone. ``run_status`` and
 ``cancel_run`` read and stop a background run through the shared run access
 (``background_submit.authorized_run``), which refuses another origin's run.
 """
@@ -30,18 +32,23 @@ from resumable.core.idempotency import StoredResponse, fingerprint
 from resumable.threads.ownership import Caller
 
 _ROUTE = "threads/{thread_id}/runs"
+# What a context-less message's fingerprint names in place of its thread's runs route: each
+# try draws a thread of its own, so a retry is the same request whichever thread it drew.
+NEW_CONTEXT = "a2a:new-context"
 
 
 @dataclass(frozen=True, slots=True)
 class TurnInput:
     """One message's turn as the seam takes it: its thread, workflow, text, answers to pending
-    requests, and ``key`` (the messageId), its Idempotency-Key."""
+    requests, and ``key`` (the messageId), its Idempotency-Key. ``new_context``: the message
+    named no context (nor task), so ``thread_id`` is a new thread drawn for this try."""
 
     thread_id: str
     workflow: str
     message: str | None
     responses: dict[str, Any] | None
     key: str
+    new_context: bool = False
 
 
 def _call(
@@ -55,7 +62,8 @@ def _call(
     **options: Any,
 ) -> TurnCall:
     """The turn in the runs routes' shape, its key scoped to the caller's origin; what a retry
-    must match names the task it answers (``answers``), if any."""
+    must match names the task it answers (``answers``), if any, and the thread only if the
+    message named one (``TurnInput.new_context``)."""
     fields = {
         "messages": turn.message,
         "responses": turn.responses,
@@ -67,7 +75,8 @@ def _call(
     if len(body) > settings.max_request_bytes:
         raise PayloadTooLarge(f"The message is over the {settings.max_request_bytes}-byte limit.")
     origin = caller_origin(headers)
-    path = f"/api/threads/{turn.thread_id}/runs" + ("" if answers is None else f"#task={answers}")
+    path = NEW_CONTEXT if turn.new_context else f"/api/threads/{turn.thread_id}/runs"
+    path += "" if answers is None else f"#task={answers}"
     return TurnCall(
         thread_id=turn.thread_id,
         origin=origin,

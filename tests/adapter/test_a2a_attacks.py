@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import uuid
 from typing import Any
@@ -21,7 +22,6 @@ from devtools.instances import Instance, separate_instances
 from devtools.queue_runner import QueueRunner
 from devtools.webhook_receiver import WebhookReceiver
 from functions_adapter import wiring
-from functions_adapter.a2a.messages import new_context_id
 from resumable.storage import clients as storage_client
 from resumable.storage import run_queue
 from tests.conftest import CALLBACK_SECRET
@@ -203,19 +203,31 @@ async def test_a_context_made_through_another_protocol_by_another_origin_is_forb
     assert await _blobs() == before
 
 
-async def test_a_first_message_refused_in_a_context_another_origin_made_leaks_nothing(two: FunctionHost) -> None:
-    """Bob makes, through the thread route, the thread Alice's first message would derive
-    (origin and messageId are all it takes): her message is refused as any message on
-    another origin's thread is, and nothing of hers is written there."""
+def _formerly_derived(caller: str, message_id: str) -> str:
+    """The thread a context-less message used to start, derived from its origin and messageId
+    alone: anyone who learned the messageId could make it first."""
+    digest = hashlib.sha256(f"principal:{caller}\0{message_id}".encode()).hexdigest()[:32]
+    return f"{caller}.a2a-{digest}"
+
+
+async def test_a_first_message_runs_even_when_another_origin_made_its_derived_thread(two: FunctionHost) -> None:
+    """Bob makes, through the thread route, the thread Alice's first message would have been
+    derived to (origin and messageId were all it took): her message still runs, on a thread
+    of its own, and Bob's thread is left as it was."""
     message = _message("alice's first words")
-    squatted = new_context_id({"x-caller": ALICE}, message["messageId"])
+    squatted = _formerly_derived(ALICE, message["messageId"])
     made = await two.request(
         "POST", f"/api/threads/{squatted}/runs", json_body={"messages": "bob's"}, headers={"x-caller": BOB}
     )
     assert made.status == 200
-    before = await _blobs()
-    _refused(await _rpc(two, "SendMessage", {"message": message}, ALICE), -32602, 403)
-    assert await _blobs() == before
+    bobs = {name: etag for name, etag in (await _blobs()).items() if squatted in name}
+    assert bobs, "the squat wrote nothing to compare"
+    answer = await _rpc(two, "SendMessage", {"message": message}, ALICE)
+    assert "result" in answer, answer
+    context = answer["result"]["task"]["contextId"]
+    assert context != squatted and context.startswith(f"{ALICE}.a2a-"), context
+    assert {name: etag for name, etag in (await _blobs()).items() if squatted in name} == bobs
+    assert await _turns(two, squatted, BOB) == 1 and await _turns(two, context) == 1
 
 
 async def test_with_the_ready_authorizer_a_first_message_runs_on_a_thread_under_the_callers_prefix(
@@ -224,41 +236,97 @@ async def test_with_the_ready_authorizer_a_first_message_runs_on_a_thread_under_
     """``thread_prefix_of_principal`` allows a caller only the threads under its prefix, so the
     thread a message without a context starts must be under it: else an A2A client's first
     message (the SDK sends none) is refused on such a deployment, every time. Under the
-    prefix, no other caller can make that thread first either."""
+    prefix, no other caller can make a thread there either."""
     monkeypatch.setenv("THREAD_AUTHORIZER", "functions_adapter.authorizers:thread_prefix_of_principal")
     message = _message("alice's first words")
-    derived = new_context_id({"x-caller": ALICE}, message["messageId"])
     squat = await two.request(
-        "POST", f"/api/threads/{derived}/runs", json_body={"messages": "bob's"}, headers={"x-caller": BOB}
+        "POST", f"/api/threads/{ALICE}.a2a-{'0' * 32}/runs", json_body={"messages": "bob's"}, headers={"x-caller": BOB}
     )
     assert squat.status == 403
     answer = await _rpc(two, "SendMessage", {"message": message}, ALICE)
     assert "result" in answer, answer
     task = answer["result"]["task"]
-    assert task["contextId"] == derived and derived.startswith(f"{ALICE}.a2a-"), task
+    assert task["contextId"].startswith(f"{ALICE}.a2a-"), task
     assert (await _rpc(two, "SendMessage", {"message": message}, ALICE))["result"]["task"] == task  # a retry
     queued = await _rpc(two, "SendMessage", _queued_params("queued first words"), ALICE)
     assert queued["result"]["task"]["contextId"].startswith(f"{ALICE}.a2a-"), queued
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: without a thread authorizer every thread is its first maker's, and a context-less "
-    "message's thread is derived from (origin, messageId) alone, so another origin who learns or guesses "
-    "a messageId can make that thread first and have the message refused (with the ready authorizer "
-    "the thread is under the caller's prefix and cannot be taken); a fix needs a deployment secret in "
-    "the derivation, or the first message on a random thread found again by its key (scoped to the origin)",
-)
-async def test_a_first_message_runs_even_when_another_origin_made_its_derived_thread(two: FunctionHost) -> None:
-    message = _message("alice's first words")
-    squatted = new_context_id({"x-caller": ALICE}, message["messageId"])
-    made = await two.request(
-        "POST", f"/api/threads/{squatted}/runs", json_body={"messages": "bob's"}, headers={"x-caller": BOB}
-    )
-    assert made.status == 200
-    answer = await _rpc(two, "SendMessage", {"message": message}, ALICE)
-    assert "result" in answer, answer
-    assert answer["result"]["task"]["contextId"] != squatted
+def _threads(blobs: dict[str, str]) -> set[str]:
+    """The threads that have a pointer."""
+    return {name.split("/")[1].removesuffix(".json") for name in blobs if name.startswith("threads/")}
+
+
+async def test_a_retried_first_message_answers_its_first_context_and_task_and_runs_once(two: FunctionHost) -> None:
+    """Each try of a context-less message draws a thread of its own; a retry (blocking, or
+    streamed) finds the first answer by its key and names the first thread, running nothing."""
+    message = _message("first words, sent three times")
+    before = _threads(await _blobs())
+    first = (await _rpc(two, "SendMessage", {"message": message}))["result"]["task"]
+    after_first = await _blobs()
+    assert await _rpc(two, "SendMessage", {"message": message}) == {
+        "jsonrpc": "2.0",
+        "id": "1",
+        "result": {"task": first},
+    }
+    streamed = await _stream(two, "SendStreamingMessage", {"message": message})
+    assert [event["result"] for event in streamed] == [{"task": first}]
+    named = await _rpc(two, "SendMessage", {"message": {**message, "contextId": first["contextId"]}})
+    _refused(named, -32602, 422)  # naming the context it started: another request under the same key
+    assert named["error"]["data"]["error"]["code"] == "idempotency_key_reused", named
+    assert await _blobs() == after_first  # no turn, no checkpoint, no thread
+    assert _threads(after_first) - before == {first["contextId"]}
+    assert await _turns(two, first["contextId"]) == 1
+
+
+async def test_a_retried_first_message_that_streamed_answers_its_first_context(two: FunctionHost) -> None:
+    message = _message("first words, streamed")
+    streamed = await _stream(two, "SendStreamingMessage", {"message": message})
+    context = streamed[0]["result"]["task"]["contextId"]
+    after_first = await _blobs()
+    task = (await _rpc(two, "SendMessage", {"message": message}))["result"]["task"]
+    assert (task["id"], task["contextId"]) == (streamed[0]["result"]["task"]["id"], context)
+    assert await _blobs() == after_first and await _turns(two, context) == 1
+
+
+async def test_a_retried_queued_first_message_answers_its_first_run(two: FunctionHost) -> None:
+    params = _queued_params("queued first words, sent twice")
+    first = (await _rpc(two, "SendMessage", params))["result"]["task"]
+    again = (await _rpc(two, "SendMessage", params))["result"]["task"]
+    assert (again["id"], again["contextId"]) == (first["id"], first["contextId"])
+    await QueueRunner(two).run_until_idle()
+    runs = [name for name in await _blobs() if name.startswith("runs/") and name.count("/") == 1]
+    assert len(runs) == 1, runs
+    assert await _turns(two, first["contextId"]) == 1
+    assert {t for t in _threads(await _blobs()) if ".a2a-" in t} == {first["contextId"]}
+
+
+async def test_a_refused_first_message_is_refused_again_and_leaves_no_thread(two: FunctionHost) -> None:
+    """A refused turn releases its key (nothing of it is stored), so its retry is judged
+    afresh, on a thread of its own: refused again, and neither try leaves a thread behind."""
+    message = {**_message("x"), "parts": [{"data": {"responses": {"no-such-request": "yes"}}}]}
+    before = await _blobs()
+    for _ in range(2):
+        _refused(await _rpc(two, "SendMessage", {"message": message}), -32602)
+    (refused,) = await _stream(two, "SendStreamingMessage", {"message": message})
+    _refused(refused, -32602)
+    assert await _blobs() == before
+
+
+async def test_two_concurrent_first_messages_run_once_and_leave_one_thread(two: FunctionHost) -> None:
+    """Each of the concurrent tries drew a thread of its own; only the one that holds the key
+    writes to its thread, so the others leave nothing behind."""
+    message = _message("first words, at once")
+    before = await _blobs()
+    answers = await asyncio.gather(*(_rpc(two, "SendMessage", {"message": message}) for _ in range(4)))
+    tasks = [a["result"]["task"] for a in answers if "result" in a]
+    assert tasks and all(a["error"]["data"]["status"] == 409 for a in answers if "error" in a), answers
+    assert len({(t["id"], t["contextId"]) for t in tasks}) == 1, tasks
+    after = await _blobs()
+    assert _threads(after) - _threads(before) == {tasks[0]["contextId"]}
+    made = {name for name in after.keys() - before.keys() if not name.startswith("idempotency/")}
+    assert all(tasks[0]["contextId"] in name or tasks[0]["id"] in name for name in made), made
+    assert await _turns(two, tasks[0]["contextId"]) == 1
 
 
 # -- idempotency -----------------------------------------------------------------------------
@@ -273,6 +341,7 @@ async def test_a_message_id_reused_with_another_context_task_or_mode_is_refused_
     before = await _blobs()
     for params in (
         {"message": {**first, "contextId": other["contextId"]}},
+        {"message": {**first, "contextId": task["contextId"]}},  # its own context, named now: another request
         {"message": {**first, "taskId": other["id"]}},
         {"message": first, "configuration": {"returnImmediately": True}},
         {"message": {**first, "contextId": task["contextId"]}, "configuration": {"returnImmediately": True}},
@@ -731,8 +800,13 @@ async def test_a_message_sent_and_streamed_at_once_runs_once(two: FunctionHost) 
         task = result.get("task") or result.get("statusUpdate") or result.get("artifactUpdate")
         ids.add(task.get("id") or task.get("taskId"))
     assert len(ids) == 1, (sent, streamed, again)
-    context = new_context_id({"x-caller": ALICE}, message["messageId"])
-    assert await _turns(two, context) == 1
+    contexts = set()
+    for answer in (sent, again, *streamed):
+        result = answer.get("result", {})
+        contexts.add((result.get("task") or result.get("statusUpdate") or {}).get("contextId"))
+    contexts.discard(None)
+    assert len(contexts) == 1, (sent, streamed, again)
+    assert await _turns(two, contexts.pop()) == 1
 
 
 async def test_a_queued_message_sent_twice_at_once_is_queued_once(two: FunctionHost) -> None:
