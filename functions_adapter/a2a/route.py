@@ -19,6 +19,7 @@ from fastapi.responses import StreamingResponse
 from functions_adapter.a2a import jsonrpc, messages, push_format, task_list, task_reads, tasks, turn_call
 from functions_adapter.a2a.jsonrpc import Call, RpcError
 from functions_adapter.a2a.push_format import Push
+from functions_adapter.a2a.sent import Sent, configuration_of, sent_of, task_id_param
 from functions_adapter.body import read_body, require_json, verify_signature
 from functions_adapter.http_responses import json_response
 from functions_adapter.request_trace import traced
@@ -71,8 +72,8 @@ async def _rpc(request: Request, workflow: str) -> Response:
 
 
 async def _send(call: Call, headers: Mapping[str, str], workflow: str) -> dict[str, Any]:
-    sent = messages.sent_of(call)
-    configuration = messages.configuration_of(call)
+    sent = sent_of(call)
+    configuration = configuration_of(call)
     push = push_format.requested(configuration)  # a push config is a background run's callback
     if jsonrpc.flag(configuration, "returnImmediately"):
         return {"task": await _send_background(sent, headers, workflow, polls=0, push=push)}
@@ -82,7 +83,7 @@ async def _send(call: Call, headers: Mapping[str, str], workflow: str) -> dict[s
 
 
 async def _send_background(
-    sent: messages.Sent, headers: Mapping[str, str], workflow: str, *, polls: int, push: Push | None
+    sent: Sent, headers: Mapping[str, str], workflow: str, *, polls: int, push: Push | None
 ) -> Any:
     """Queue the turn as a background run, then follow it for up to ``polls`` long polls."""
     accepted = await messages.start_background(sent, headers, workflow, push=push)
@@ -94,11 +95,11 @@ async def _send_background(
 
 
 async def _get(call: Call, headers: Mapping[str, str], workflow: str) -> dict[str, Any]:
-    return await task_reads.get_task(messages.task_id_param(call.params), headers)
+    return await task_reads.get_task(task_id_param(call.params), headers)
 
 
 async def _cancel(call: Call, headers: Mapping[str, str], workflow: str) -> dict[str, Any]:
-    return await task_reads.cancel_task(messages.task_id_param(call.params), headers)
+    return await task_reads.cancel_task(task_id_param(call.params), headers)
 
 
 async def _list(call: Call, headers: Mapping[str, str], workflow: str) -> dict[str, Any]:
@@ -130,13 +131,13 @@ _METHODS = {
 async def _open_stream(call: Call, headers: Mapping[str, str], workflow: str) -> AsyncIterator[messages.Event]:
     """Refusals raise here, before the stream starts."""
     if call.method == "SendStreamingMessage":
-        sent = messages.sent_of(call)
-        push = push_format.requested(messages.configuration_of(call))
+        sent = sent_of(call)
+        push = push_format.requested(configuration_of(call))
         if push is None:
             return await messages.open_stream(sent, headers, workflow)
         accepted = await messages.start_background(sent, headers, workflow, push=push)  # followed as it runs
         return await task_reads.subscribe(accepted["run_id"], headers)
-    return await task_reads.subscribe(messages.task_id_param(call.params), headers)
+    return await task_reads.subscribe(task_id_param(call.params), headers)
 
 
 async def _frames(call_id: str | int | None, events: AsyncIterator[messages.Event]) -> AsyncIterator[bytes]:
