@@ -1,0 +1,127 @@
+"""A second red team on A2A, on what changed last: the context-less message's retry (found by
+its key under the ``a2a:new-context`` pseudo-path), a retry across origins and after its
+thread's delete, the key a messageId is, and the card's odd names. Through the registered
+functions against real Azurite, two origins by a trusted principal header."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from devtools.function_host import FunctionHost
+from functions_adapter import wiring
+
+ENDPOINT = "/api/a2a/default"
+ALICE, BOB = "alice", "bob"
+
+
+def _message(text: str, **fields: Any) -> dict[str, Any]:
+    return {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}], **fields}
+
+
+async def _rpc(
+    host: FunctionHost, method: str, params: Any, caller: str = ALICE, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
+    body = json.dumps({"jsonrpc": "2.0", "id": "1", "method": method, "params": params}).encode()
+    sent = {"x-caller": caller, "content-type": "application/json", **(headers or {})}
+    response = await host.request("POST", ENDPOINT, body=body, headers=sent)
+    assert response.status == 200, await response.body()
+    answer = json.loads(await response.body())
+    assert isinstance(answer, dict), answer
+    return answer
+
+
+async def _blobs() -> dict[str, str]:
+    container = wiring.container_for(wiring.load_settings())
+    if not await container.exists():
+        return {}
+    return {blob.name: blob.etag async for blob in container.list_blobs()}
+
+
+def _threads(blobs: dict[str, str]) -> set[str]:
+    return {name.split("/")[1].removesuffix(".json") for name in blobs if name.startswith("threads/")}
+
+
+async def _turns(host: FunctionHost, thread: str, caller: str = ALICE) -> int:
+    response = await host.request("GET", f"/api/threads/{thread}", headers={"x-caller": caller})
+    return int((await response.json())["turns"])
+
+
+async def test_another_origins_send_of_a_first_message_id_is_its_own_and_learns_nothing(
+    two_origins: FunctionHost,
+) -> None:
+    """The key is scoped to the origin: Bob sending Alice's context-less messageId (and body)
+    runs his own turn on a context of his own, and never gets her task or context."""
+    message = _message("alice's first words")
+    alices = (await _rpc(two_origins, "SendMessage", {"message": message}))["result"]["task"]
+    bobs = (await _rpc(two_origins, "SendMessage", {"message": message}, BOB))["result"]["task"]
+    assert bobs["id"] != alices["id"] and bobs["contextId"] != alices["contextId"], (alices, bobs)
+    assert bobs["contextId"].startswith("bob.") and alices["contextId"].startswith("alice."), (alices, bobs)
+    assert await _turns(two_origins, alices["contextId"]) == 1
+    assert await _turns(two_origins, bobs["contextId"], BOB) == 1
+
+
+async def test_a_first_message_retried_after_its_threads_delete_names_neither_its_context_nor_task(
+    two_origins: FunctionHost,
+) -> None:
+    """The delete takes the key's record with the thread: a retry is then a new message, on a
+    new context; it must not answer the deleted task or context, nor recreate the thread."""
+    message = _message("first words, then the thread goes")
+    first = (await _rpc(two_origins, "SendMessage", {"message": message}))["result"]["task"]
+    deleted = await two_origins.request("DELETE", f"/api/threads/{first['contextId']}", headers={"x-caller": ALICE})
+    assert deleted.status in (200, 204), await deleted.body()
+    # Bob makes a thread of the deleted ID: Alice's retry must not name it either.
+    made = await two_origins.request(
+        "POST", f"/api/threads/{first['contextId']}/runs", json_body={"messages": "bob's"}, headers={"x-caller": BOB}
+    )
+    assert made.status == 200, await made.body()
+    again = await _rpc(two_origins, "SendMessage", {"message": message})
+    text = json.dumps(again)
+    assert first["id"] not in text and first["contextId"] not in text, again
+    assert "result" in again, again
+    assert await _turns(two_origins, again["result"]["task"]["contextId"]) == 1
+    assert await _turns(two_origins, first["contextId"], BOB) == 1  # bob's thread untouched
+
+
+async def test_a_retried_message_id_is_its_key_whatever_idempotency_headers_names(
+    two_origins: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The messageId is the key (docs/configuration.md: ``IDEMPOTENCY_HEADERS`` does not apply
+    to A2A). A deployment that keys its other routes by a header a client or proxy sends fresh
+    on each HTTP attempt (here ``X-Request-Id``) must still run a retried message once."""
+    monkeypatch.setenv("IDEMPOTENCY_HEADERS", "X-Request-Id,Idempotency-Key")
+    message = _message("sent twice, each attempt with its own request ID")
+    context = f"alice.ctx-{uuid.uuid4().hex[:8]}"
+    tries = [
+        await _rpc(
+            two_origins, "SendMessage", {"message": {**message, "contextId": context}}, headers={"x-request-id": r}
+        )
+        for r in ("attempt-1", "attempt-2")
+    ]
+    assert tries[0]["result"]["task"]["id"] == tries[1]["result"]["task"]["id"], tries
+    assert await _turns(two_origins, context) == 1
+
+
+async def test_two_messages_sharing_a_header_value_are_two_messages(
+    two_origins: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other way round: two different messageIds under one ``IDEMPOTENCY_HEADERS`` value
+    (a client library's constant header) are two messages, never the first replayed."""
+    monkeypatch.setenv("IDEMPOTENCY_HEADERS", "X-Request-Id,Idempotency-Key")
+    context = f"alice.ctx-{uuid.uuid4().hex[:8]}"
+    same = {"x-request-id": "constant"}
+    first = await _rpc(two_origins, "SendMessage", {"message": _message("same", contextId=context)}, headers=same)
+    second = await _rpc(two_origins, "SendMessage", {"message": _message("same", contextId=context)}, headers=same)
+    assert first["result"]["task"]["id"] != second["result"]["task"]["id"], (first, second)
+    assert await _turns(two_origins, context) == 2
+
+
+@pytest.mark.parametrize("name", ["default@", "default@v999", "default@../v1", "nope", "default@v1@v1", "%40"])
+async def test_a_card_for_an_odd_or_unknown_name_is_a_404_not_a_card(host: FunctionHost, name: str) -> None:
+    response = await host.request("GET", f"/api/a2a/{name}/.well-known/agent-card.json")
+    body = await response.body()
+    assert response.status in (400, 404), (response.status, body)
+    assert b"supportedInterfaces" not in body and b"Traceback" not in body, body
