@@ -125,3 +125,65 @@ async def test_a_card_for_an_odd_or_unknown_name_is_a_404_not_a_card(host: Funct
     body = await response.body()
     assert response.status in (400, 404), (response.status, body)
     assert b"supportedInterfaces" not in body and b"Traceback" not in body, body
+
+
+def _pending(task: dict[str, Any]) -> str:
+    (pending,) = task["status"]["message"]["parts"][1]["data"]["pending_requests"]
+    return str(pending["request_id"])
+
+
+def _refused(answer: dict[str, Any], code: int) -> None:
+    assert "error" in answer and answer["error"]["code"] == code, answer
+    assert "Traceback" not in json.dumps(answer)
+
+
+async def test_a_first_message_retried_as_an_answer_to_the_task_it_made_runs_nothing(
+    two_origins: FunctionHost,
+) -> None:
+    """The context-less message's key names no thread; the same messageId sent again with the
+    ``taskId`` it made (waiting on a request, so the answer would run) is another request."""
+    message = _message("approval please")
+    asked = (await _rpc(two_origins, "SendMessage", {"message": message}))["result"]["task"]
+    assert asked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", asked
+    before = await _blobs()
+    for configuration in ({}, {"returnImmediately": True}):
+        again = {"message": {**message, "taskId": asked["id"]}, "configuration": configuration}
+        _refused(await _rpc(two_origins, "SendMessage", again), -32602)
+    assert await _blobs() == before and await _turns(two_origins, asked["contextId"]) == 1
+
+
+async def test_the_thread_routes_key_and_a_first_messages_key_are_never_replayed_as_each_other(
+    two_origins: FunctionHost,
+) -> None:
+    """Same origin, same key, same words: a context-less message's answer is not the thread
+    route's on the context it drew, nor the other way round (the pseudo-path in its fingerprint)."""
+    message = _message("same words")
+    first = (await _rpc(two_origins, "SendMessage", {"message": message}))["result"]["task"]
+    body = json.dumps({"messages": "same words", "workflow": "default"}, separators=(",", ":")).encode()
+    headers = {"x-caller": ALICE, "content-type": "application/json", "Idempotency-Key": message["messageId"]}
+    before = await _blobs()
+    via_http = await two_origins.request("POST", f"/api/threads/{first['contextId']}/runs", body=body, headers=headers)
+    assert via_http.status == 422, await via_http.body()
+    assert await _blobs() == before
+    # The other way: the thread route's key first, then a context-less message under it.
+    other = f"alice.ctx-{uuid.uuid4().hex[:8]}"
+    key = str(uuid.uuid4())
+    made = await two_origins.request(
+        "POST", f"/api/threads/{other}/runs", body=body, headers={**headers, "Idempotency-Key": key}
+    )
+    assert made.status == 200, await made.body()
+    before = await _blobs()
+    _refused(await _rpc(two_origins, "SendMessage", {"message": {**message, "messageId": key}}), -32602)
+    assert await _blobs() == before and await _turns(two_origins, other) == 1
+
+
+async def test_an_answer_sent_to_another_workflows_endpoint_runs_nothing(two_origins: FunctionHost) -> None:
+    asked = (await _rpc(two_origins, "SendMessage", {"message": _message("approval please")}))["result"]["task"]
+    before = await _blobs()
+    answer = {**_message("x", taskId=asked["id"]), "parts": [{"data": {"responses": {_pending(asked): "yes"}}}]}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": answer}}).encode()
+    headers = {"x-caller": ALICE, "content-type": "application/json"}
+    response = await two_origins.request("POST", "/api/a2a/step-pipeline", body=body, headers=headers)
+    refused = json.loads(await response.body())
+    assert response.status == 200 and "error" in refused, refused
+    assert await _blobs() == before and await _turns(two_origins, asked["contextId"]) == 1
