@@ -187,3 +187,29 @@ async def test_an_answer_sent_to_another_workflows_endpoint_runs_nothing(two_ori
     refused = json.loads(await response.body())
     assert response.status == 200 and "error" in refused, refused
     assert await _blobs() == before and await _turns(two_origins, asked["contextId"]) == 1
+
+
+CARD = "/api/a2a/default/.well-known/agent-card.json"
+
+
+async def test_the_card_served_through_the_functions_hosts_proxy_names_the_public_host(host: FunctionHost) -> None:
+    """With the HTTP streaming extension the Functions host forwards each request to the worker
+    with YARP's default transform: the Host header becomes the worker's own loopback address and
+    the one the client used moves to ``X-Forwarded-Host``. The card must name the public
+    endpoint, never the worker's loopback port (a client would send its key there)."""
+    forwarded = {
+        "host": "127.0.0.1:53011",
+        "x-forwarded-host": "myapp.azurewebsites.net",
+        "x-forwarded-proto": "https",
+    }
+    card = await (await host.request("GET", CARD, headers=forwarded)).json()
+    assert card["supportedInterfaces"][0]["url"] == "https://myapp.azurewebsites.net/api/a2a/default"
+    local = {"host": "127.0.0.1:53011", "x-forwarded-host": "localhost:7071", "x-forwarded-proto": "http"}
+    card = await (await host.request("GET", CARD, headers=local)).json()
+    assert card["supportedInterfaces"][0]["url"] == "http://localhost:7071/api/a2a/default"
+
+
+@pytest.mark.parametrize("forged", ["evil.example/x?", "user@evil.example", "a b", "evil.example#", ""])
+async def test_a_forwarded_host_that_is_no_host_is_not_put_in_the_card(host: FunctionHost, forged: str) -> None:
+    card = await (await host.request("GET", CARD, headers={"x-forwarded-host": forged})).json()
+    assert card["supportedInterfaces"][0]["url"] == "http://127.0.0.1:7071/api/a2a/default", card
