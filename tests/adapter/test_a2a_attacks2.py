@@ -11,8 +11,11 @@ from typing import Any
 
 import pytest
 
+from devtools import write_faults
 from devtools.function_host import FunctionHost
 from functions_adapter import wiring
+from resumable.storage import clients as storage_client
+from resumable.storage import run_queue
 
 ENDPOINT = "/api/a2a/default"
 ALICE, BOB = "alice", "bob"
@@ -213,3 +216,37 @@ async def test_the_card_served_through_the_functions_hosts_proxy_names_the_publi
 async def test_a_forwarded_host_that_is_no_host_is_not_put_in_the_card(host: FunctionHost, forged: str) -> None:
     card = await (await host.request("GET", CARD, headers={"x-forwarded-host": forged})).json()
     assert card["supportedInterfaces"][0]["url"] == "http://127.0.0.1:7071/api/a2a/default", card
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "Open finding: a lost save leaves {task}.2 uncommitted while {task}.1 stays the head, and every later "
+        "answer's create-only save of {task}.2 is 409 'already exists' until the sweep removes it. Reclaiming the "
+        "leftover safely needs the turn's lock or ledger rules in resumable/ (a slow earlier try may still commit "
+        "it), not an A2A-side delete."
+    ),
+)
+async def test_an_answer_whose_next_turn_checkpoint_was_left_by_a_failed_try_can_still_be_sent(
+    two_origins: FunctionHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An answer's save of ``{task}.2`` lands but its answer is lost (every retry times out):
+    the turn fails as an outage and may leave ``{task}.2`` behind, while the task is still the
+    thread's head and waits on its request. The task must still take the answer (the retry of
+    the same message, or a new one), not be stuck on its own leftover until a sweep."""
+    await storage_client.close_all()
+    await run_queue.close_all()
+    with write_faults.installed(monkeypatch) as faults:
+        asked = (await _rpc(two_origins, "SendMessage", {"message": _message("approval please")}))["result"]["task"]
+        answer = {**_message("x", taskId=asked["id"]), "parts": [{"data": {"responses": {_pending(asked): "yes"}}}]}
+        armed = faults.arm("checkpoint.save", "lost")
+        failed = await _rpc(two_origins, "SendMessage", {"message": answer})
+        faults.disarm()
+        assert armed.hits and "error" in failed, failed
+        assert f"checkpoints/{asked['id']}.2.json" in await _blobs(), "no leftover: the test tests nothing"
+        retried = await _rpc(two_origins, "SendMessage", {"message": answer})
+        assert "result" in retried, retried
+        assert retried["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", retried
+        assert await _turns(two_origins, asked["contextId"]) == 2
+    await storage_client.close_all()
+    await run_queue.close_all()
