@@ -8,6 +8,7 @@ pull in (most of the JSON-RPC route's first import).
 from __future__ import annotations
 
 import os
+import re
 
 from fastapi import Request, Response
 
@@ -19,6 +20,25 @@ from functions_adapter.wiring import build_service, load_settings
 from resumable.core.catalog import WorkflowRef
 
 CARD_ROUTE = "a2a/{workflow}/.well-known/agent-card.json"
+# A host name or address with an optional port: nothing that would change the URL's path or user.
+_HOST = re.compile(r"(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
+
+
+def public_url(request: Request) -> str:
+    """The URL the client reached. The Functions host forwards a request to the worker (the HTTP
+    streaming extension) with YARP's default transform, which replaces the Host header with the
+    worker's loopback address and sets ``X-Forwarded-Host`` to the one the client used, and
+    Azure's front end ends TLS, saying the client's scheme in ``X-Forwarded-Proto``: the card
+    names the endpoint the client reached, never the worker's port nor an ``http://`` one it
+    would send its function key to in the clear. Both headers are set by the platform's proxies,
+    as the Host header is; one that is not a host is ignored."""
+    url = request.url
+    forwarded_host = request.headers.get("x-forwarded-host", "").strip()
+    if _HOST.fullmatch(forwarded_host):
+        url = url.replace(netloc=forwarded_host)
+    if request.headers.get("x-forwarded-proto", "").strip().lower() == "https":
+        url = url.replace(scheme="https", port=None if url.port in (None, 80, 443) else url.port)
+    return str(url)
 
 
 async def handle_card(request: Request, workflow: str) -> Response:
@@ -33,12 +53,6 @@ async def _card(request: Request, workflow: str) -> Response:
     entry = catalog.entry(ref.name)
     # The version a new context on this endpoint runs: the one the URL names, else the newest.
     version = CardVersion(ref.version or entry.newest, ref.version is not None, entry.policy)
-    url = request.url
-    # Azure's front end ends TLS and calls the worker over plain HTTP, saying the client's
-    # scheme in X-Forwarded-Proto: the card names the endpoint the client reached, never an
-    # http:// one it would send its function key to in the clear.
-    if request.headers.get("x-forwarded-proto", "").strip().lower() == "https":
-        url = url.replace(scheme="https", port=None if url.port in (None, 80, 443) else url.port)
-    endpoint = str(url).split("?")[0].removesuffix("/.well-known/agent-card.json")
+    endpoint = public_url(request).split("?")[0].removesuffix("/.well-known/agent-card.json")
     issuer = openid_issuer(os.environ) if easy_auth_enabled() else None
     return json_response(agent_card(ref.name, endpoint, version, easy_auth_issuer=issuer))

@@ -83,12 +83,23 @@ def _call(
         body=body,
         route=_ROUTE,
         authorizer_headers=headers,
-        # The messageId as the Idempotency-Key, unless the deployment keys a signed delivery by
-        # its verified webhook-id (as on every route): then a captured delivery replays.
-        dedupe=keyed_call.dedupe_key({**headers, "idempotency-key": turn.key}, origin, settings, always_key=True),
+        dedupe=_dedupe(headers, turn.key, origin, settings),
         fingerprint=fingerprint("POST", path, body),
         **options,
     )
+
+
+def _dedupe(
+    headers: Mapping[str, str], message_id: str, origin: str, settings: Settings
+) -> keyed_call.DedupeKey | None:
+    """The messageId as the Idempotency-Key, whatever else the request carries: the headers
+    ``IDEMPOTENCY_HEADERS`` lists key the other routes only (a proxy's fresh request ID would
+    run a retried message again, a client's constant header replay one message for another).
+    A deployment that keys a signed delivery by its verified webhook-id keys it so here too,
+    as on every route: a captured delivery replays."""
+    signed = settings.webhook_secrets and settings.webhook_scheme == "standard"
+    only_key = headers if signed else {keyed_call.IDEMPOTENCY_KEY: message_id}
+    return keyed_call.dedupe_key(only_key, origin, settings, always_key=True)
 
 
 async def send_turn(
