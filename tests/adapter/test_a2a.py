@@ -240,6 +240,24 @@ async def test_an_answer_to_a_task_its_context_moved_past_is_refused(host: Funct
     assert still["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"  # its own turn, as it ended
 
 
+async def test_a_pending_request_is_also_answered_by_a_new_task_on_its_context(host: FunctionHost) -> None:
+    """An answer need not name the task: a message on the context with the answer as a data
+    part is a turn like any other, so a new task that completes (what docs/a2a.md offers when
+    the task's next turn is blocked), and the asking task has then moved on."""
+    asked = (await _rpc(host, "SendMessage", {"message": _message("approval needed")}))["result"]["task"]
+    (pending,) = asked["status"]["message"]["parts"][1]["data"]["pending_requests"]
+    message = {
+        **_message("x", contextId=asked["contextId"]),
+        "parts": [{"data": {"responses": {pending["request_id"]: "yes"}}}],
+    }
+    done = (await _rpc(host, "SendMessage", {"message": message}))["result"]["task"]
+    assert done["id"] != asked["id"] and done["contextId"] == asked["contextId"]
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED", done
+    assert 'Approval answer: "yes"' in done["artifacts"][0]["parts"][0]["text"]
+    late = await _rpc(host, "SendMessage", {"message": _answer(asked["id"], {pending["request_id"]: "again"})})
+    assert late["error"]["code"] == -32004, late
+
+
 async def test_a_background_task_is_answered_on_the_same_task(host: FunctionHost, runner: Any) -> None:
     params = {"message": _message("approval, in the background"), "configuration": {"returnImmediately": True}}
     queued = (await _rpc(host, "SendMessage", params))["result"]["task"]
