@@ -249,3 +249,13 @@ async def test_another_origins_task_and_context_are_refused(served_principals: S
         got = await alice.get_task(GetTaskRequest(id=sent.task.id))
         assert got.status.state == TaskState.TASK_STATE_COMPLETED
         assert got.artifacts[0].parts[0].text.startswith('turn 1: you said "Alice\'s secret"')
+
+
+def test_the_docs_program_runs_as_written(served: Serving, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/a2a.md's first program, only its address changed to this server's."""
+    page = (ROOT / "docs" / "a2a.md").read_text()
+    program = page.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(program.replace("http://127.0.0.1:7071/api", served.base), {"__name__": "__main__"})  # a complete program
+    first, second = capsys.readouterr().out.splitlines()
+    assert first.startswith('turn 1: you said "My name is Ada."')
+    assert second == 'turn 2: you said "What is my name?". Earlier you said: "My name is Ada."'

@@ -2,7 +2,7 @@
 
 Against one ``scripts/serve.sh``: the curl lines, the OpenAI Responses example, the AG-UI client
 (Node), the Conversations example (which goes on with the Responses example's ``client``, as the
-README says), the MCP program and the A2A program. Each uses a thread of its own, so the turn each prints is the one
+README says) and the MCP program. Each uses a thread of its own, so the turn each prints is the one
 the README's comment shows. "Use your own workflow" is the file it says to write, hosted in-process.
 Only the address changes: the README's ``127.0.0.1:7071`` becomes the test server's.
 """
@@ -91,11 +91,6 @@ def test_the_api_snippets_run_in_order_each_on_its_own_thread(
     exec(_here(block("### MCP", "python"), served), {"__name__": "__main__"})  # a complete program
     (line,) = capsys.readouterr().out.splitlines()
     assert re.fullmatch(r'turn 2: you said "What is my name\?"\. Earlier you said: "My name is Ada\." \S+', line)
-
-    exec(_here(block("### A2A", "python"), served), {"__name__": "__main__"})  # a complete program
-    first, second = capsys.readouterr().out.splitlines()
-    assert first.startswith('turn 1: you said "My name is Ada."')
-    assert second == 'turn 2: you said "What is my name?". Earlier you said: "My name is Ada."'
 
 
 async def test_use_your_own_workflow_is_a_complete_file(
