@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -36,9 +36,8 @@ from google.protobuf import json_format
 from standardwebhooks.webhooks import Webhook
 
 from devtools.webhook_receiver import Delivery, WebhookReceiver
+from tests.conftest import CALLBACK_SECRET
 from tests.serving import ROOT, Serving, serving
-
-SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 
 @pytest.fixture(scope="module")
@@ -46,18 +45,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serving]:
     tmp: Path = tmp_path_factory.mktemp("a2a-push")
     settings = json.loads((ROOT / "local.settings.sample.json").read_text())
     # Loopback http callbacks are for local development only; the sample keeps it "false".
-    settings["Values"].update({"CALLBACK_SECRET": SECRET, "CALLBACK_ALLOW_LOCAL_HTTP": "true"})
+    settings["Values"].update({"CALLBACK_SECRET": CALLBACK_SECRET, "CALLBACK_ALLOW_LOCAL_HTTP": "true"})
     (tmp / "local.settings.json").write_text(json.dumps(settings))
     with serving(tmp, settings=tmp / "local.settings.json") as server:
         yield server
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[WebhookReceiver]:
-    hook = WebhookReceiver(SECRET)
-    await hook.start()
-    yield hook
-    await hook.stop()
 
 
 async def _delivered(receiver: WebhookReceiver) -> Delivery:
@@ -89,7 +80,7 @@ async def test_the_sdk_clients_push_config_is_delivered_signed_and_parses_as_its
         assert task.status.state == TaskState.TASK_STATE_COMPLETED
 
         delivery = await _delivered(receiver)
-        Webhook(SECRET).verify(delivery.body, delivery.headers)  # our documented recipe
+        Webhook(CALLBACK_SECRET).verify(delivery.body, delivery.headers)  # our documented recipe
         assert delivery.headers["webhook-id"] == f"msg_{task.id}"
         assert delivery.headers["x-a2a-notification-token"] == "tok-sdk"
         assert delivery.headers["authorization"] == "Bearer pushed-secret"
