@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 import pytest
 
+import workflows
 from devtools.function_host import FunctionHost
+from functions_adapter import wiring
 
 
 @pytest.fixture
@@ -21,3 +25,25 @@ async def two_origins(host: FunctionHost, queue_env: str, monkeypatch: pytest.Mo
     ):
         monkeypatch.delenv(name, raising=False)
     return host
+
+
+# The versions of ``default`` a test hosts (tests/versioned_workflow.py), and the fixture that hosts them.
+V1 = "workflows.default_conversation:SPEC"
+V2 = "tests.versioned_workflow:SPEC_V2"
+V3 = "tests.versioned_workflow:SPEC_V3"
+Register = Callable[..., None]
+
+
+@pytest.fixture
+def register(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> Iterator[Register]:
+    """``register(policy, v1=..., v2=...)``: what the next request's app hosts as ``default``
+    (a redeploy: the catalog is read per request); ``notes`` is hosted beside it."""
+
+    def apply(policy: str = "pinned", **specs: str) -> None:
+        monkeypatch.setitem(workflows.REGISTRY, "default", workflows.Versions(specs, policy=policy))
+        wiring.workflow_spec.cache_clear()
+
+    monkeypatch.setitem(workflows.REGISTRY, "notes", "tests.versioned_workflow:NOTES")
+    wiring.workflow_spec.cache_clear()
+    yield apply
+    wiring.workflow_spec.cache_clear()

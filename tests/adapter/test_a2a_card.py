@@ -4,34 +4,16 @@ its security schemes with Easy Auth off and on, and every field a name the a2a-s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from a2a.types import AgentCard
 from google.protobuf import json_format
 
-import workflows
 from devtools.function_host import FunctionHost
-from functions_adapter import wiring
+from tests.adapter.conftest import V1, V2, V3, Register
 
-V1 = "workflows.default_conversation:SPEC"
-V2 = "tests.versioned_workflow:SPEC_V2"
-V3 = "tests.versioned_workflow:SPEC_V3"
 TENANT_ISSUER = "https://login.microsoftonline.com/00000000-0000-0000-0000-00000000abcd/v2.0"
-Register = Callable[..., None]
-
-
-@pytest.fixture
-def register(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> Iterator[Register]:
-    """``register(policy, v1=..., v2=...)``: the versions the next request's app hosts as ``default``."""
-
-    def apply(policy: str = "pinned", **specs: str) -> None:
-        monkeypatch.setitem(workflows.REGISTRY, "default", workflows.Versions(specs, policy=policy))
-        wiring.workflow_spec.cache_clear()
-
-    yield apply
-    wiring.workflow_spec.cache_clear()
 
 
 async def card_of(host: FunctionHost, workflow: str) -> dict[str, Any]:

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterator
 from typing import Any
-
-import pytest
 
 import workflows
 from devtools.function_host import FunctionHost
@@ -23,27 +20,8 @@ from resumable.core.catalog import WorkflowRef
 from resumable.core.resume import TurnInput
 from resumable.core.runs import RunRequest
 from resumable.core.thread_turns import ThreadRunner
+from tests.adapter.conftest import V1, V2, V3, Register
 from tests.tamper import attacker_container
-
-V1 = "workflows.default_conversation:SPEC"
-V2 = "tests.versioned_workflow:SPEC_V2"
-V3 = "tests.versioned_workflow:SPEC_V3"
-Register = Callable[..., None]
-
-
-@pytest.fixture
-def register(host: FunctionHost, monkeypatch: pytest.MonkeyPatch) -> Iterator[Register]:
-    """``register(policy, v1=..., v2=...)``: what the next request's app hosts as ``default``
-    (a redeploy: the catalog is read per request); ``notes`` is hosted beside it."""
-
-    def apply(policy: str = "pinned", **specs: str) -> None:
-        monkeypatch.setitem(workflows.REGISTRY, "default", workflows.Versions(specs, policy=policy))
-        wiring.workflow_spec.cache_clear()
-
-    monkeypatch.setitem(workflows.REGISTRY, "notes", "tests.versioned_workflow:NOTES")
-    wiring.workflow_spec.cache_clear()
-    yield apply
-    wiring.workflow_spec.cache_clear()
 
 
 async def post(host: FunctionHost, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
