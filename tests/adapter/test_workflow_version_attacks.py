@@ -14,13 +14,13 @@ from functions_adapter import wiring
 from resumable.threads import housekeeping
 from tests.adapter import test_workflow_entry_points as entry_points
 from tests.adapter import test_workflow_versions as versions
+from tests.adapter.conftest import V1, V2, Register
 from tests.adapter.test_ag_ui import agui, agui_body, user
 from tests.adapter.test_workflow_entry_points import _tool, respond
-from tests.adapter.test_workflow_versions import V1, V2, Register, post, reply, turn
+from tests.adapter.test_workflow_versions import post, reply, turn
 from tests.tamper import attacker_container
 
-# The fixtures those tests use (a registry per request; ``default`` v1+v2 and ``notes``).
-register = versions.register
+# The fixture those tests use (``register``, a registry per request, is the adapter conftest's).
 two = entry_points.two
 
 
