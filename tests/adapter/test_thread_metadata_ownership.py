@@ -76,13 +76,8 @@ async def test_f1_thread_metadata_put_racing_delete_survives_and_is_open_to_all(
 # pointer). An idle thread's metadata then has no owner: anyone reads/rewrites/deletes it, and
 # whoever sends the next first turn on the (caller-chosen, guessable) ID inherits it.
 async def test_f2_an_expired_threads_metadata_is_anyones(app: FunctionHost) -> None:
-    assert (await call(app, "POST", f"/api/threads/{THREAD}/runs", ALICE, {"messages": "hello"}))[0] == 200
-    assert (await call(app, "PUT", f"/api/threads/{THREAD}/metadata", ALICE, {"card": SECRET}))[0] == 200
-    container = wiring.container_for(wiring.load_settings())
-    async for blob in container.list_blobs():  # what the lifecycle rule removes after N idle days
-        if blob.name.startswith((layout.CHECKPOINTS, layout.THREADS)):
-            await container.delete_blob(blob.name)
-    status, text = await call(app, "GET", f"/api/threads/{THREAD}", BOB)
+    thread = await _unclaimed_with_alices_metadata(app, "expired thread")
+    status, text = await call(app, "GET", f"/api/threads/{thread}", BOB)
     assert SECRET not in text, (status, text)  # is 200 {"metadata": {"card": "<secret>"}}
 
 
